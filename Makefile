@@ -1,0 +1,40 @@
+# opencode-brain: `make run` serves over stdio, `make test` runs lint + tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install run test lint bench bench-quick clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first, pinned: the CPU wheel on this machine. A bare `torch` pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python mcp_server.py
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy brain config.py mcp_server.py
+
+test: lint
+	$(BIN)/pytest -q -x --durations=15
+
+bench: install
+	$(BIN)/python -m brain.bench $(BENCH_ARGS)
+
+bench-quick: install
+	$(BIN)/python -m brain.bench --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

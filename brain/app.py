@@ -1,0 +1,164 @@
+"""Composition root: Settings -> embedder, store, graph, services. The only reader of config.
+
+``Brain(settings)`` builds the production defaults; tests inject a store, an embedder or a
+clock. ``open()`` / ``close()`` bracket its life (the MCP server's lifespan calls them).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from brain.bm25 import BM25Encoder
+from brain.clock import Clock, iso
+from brain.embedder import Embedder, build_embedder, resolve_record
+from brain.errors import ModelUnavailable
+from brain.graph import LinkGraph
+from brain.memory import MemoryConfig, MemoryService
+from brain.store_meta import StoreMeta
+from brain.vector_store import Match, VectorStore, build_store, scroll_all
+from brain.vector_store.base import Filter
+from config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Brain:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: VectorStore | None = None,
+        embedder: Embedder | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or Clock()
+        self.home = Path(settings.home)
+        self._store = store
+        self._embedder = embedder
+        self.bm25 = BM25Encoder()
+        self.pending_model: str | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._opened = False
+
+    # ---------------------------------------------------------------- lifecycle
+    def open(self) -> Brain:
+        s = self.settings
+        self.home.mkdir(parents=True, exist_ok=True)
+        configured = resolve_record(s.embedding.model, s.embedding.dimension)
+        self.store = self._store or build_store(
+            home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,
+            api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
+            local_path=s.qdrant.local_path,
+        )
+        embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
+                                                    s.embedding.backend)
+        self.store.open(embedder.dimension)
+        self.meta = StoreMeta(self.store)
+        self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()))
+        if self.meta.model != embedder.record.id:
+            # Never mix vectors: keep embedding with the model that built the store.
+            self.pending_model = embedder.record.id
+            log.warning("store was built with %s; configured %s is a pending switch",
+                        self.meta.model, embedder.record.id)
+            if self._embedder is None:
+                try:
+                    recorded = resolve_record(self.meta.model, self.meta.dimension)
+                except ModelUnavailable as exc:
+                    raise ModelUnavailable(
+                        f"this store was built with {self.meta.model}, which cannot be loaded "
+                        f"here ({exc.message}); install it or use another BRAIN__HOME"
+                    ) from exc
+                embedder = build_embedder(recorded, s.embedding.batch_size, s.embedding.backend)
+        self.embedder = embedder
+        self.graph = LinkGraph(s.graph_path)
+        self._load_graph()
+        self.memory = MemoryService(
+            self.store, self.embedder, self.graph, self.meta, self._memory_config(), self.clock,
+            self.bm25,
+        )
+        self._opened = True
+        self._start_thread("graph-saver", self._graph_saver)
+        return self
+
+    def _memory_config(self) -> MemoryConfig:
+        s = self.settings
+        return MemoryConfig(
+            max_content_chars=s.memory.max_content_chars,
+            link_threshold=s.memory.link_threshold,
+            link_candidates=s.memory.link_candidates,
+            redact_secrets=s.memory.redact_secrets,
+            default_project=s.memory.default_project,
+            fusion=s.retrieval.fusion,
+            dense_weight=s.retrieval.dense_weight,
+            rrf_k=s.retrieval.rrf_k,
+            candidates=s.retrieval.candidates,
+            exact_max_points=s.retrieval.exact_max_points,
+            user_id=s.identity.user_id,
+            agent_id=s.identity.agent_id,
+        )
+
+    def _load_graph(self) -> None:
+        if self.graph.load(self.meta.graph_seq):
+            log.info("graph cache loaded: %s", self.graph.stats())
+            return
+        notes = [p.payload for p in scroll_all(self.store, Filter(must=(Match("kind", "note"),)))]
+        self.graph.rebuild(notes, self.meta.graph_seq)
+        self.graph.save()
+        log.info("graph rebuilt from the store: %s", self.graph.stats())
+
+    def save_graph(self) -> None:
+        if self.meta.graph_dirty:
+            self.graph.seq = self.meta.graph_saved()
+            self.graph.save()
+
+    def _graph_saver(self) -> None:
+        while not self._stop.wait(2.0):
+            try:
+                self.save_graph()
+            except Exception:  # noqa: BLE001 - retried on the next tick
+                log.exception("graph cache save failed")
+
+    def _start_thread(self, name: str, target: Any) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def close(self) -> None:
+        if not self._opened:
+            return
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=10)
+        try:
+            self.save_graph()
+        finally:
+            self.store.flush()
+            self.store.close()
+            self._opened = False
+
+    def __enter__(self) -> Brain:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- reporting
+    def stats(self) -> dict[str, Any]:
+        info = self.store.info()
+        return {
+            **self.memory.stats(),
+            "backend": info.backend,
+            "store": {"location": info.location, "points": info.points},
+            "model": {
+                "active": self.meta.model,
+                "dimension": self.meta.dimension,
+                "pending_switch": self.pending_model,
+            },
+            "data_dir": str(self.home),
+            "rerank": {"enabled": self.settings.rerank.enabled},
+        }

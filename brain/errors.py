@@ -1,0 +1,105 @@
+"""Typed errors of the brain, each with a stable code and a message that says how to fix.
+
+Hierarchy::
+
+    BrainError                      base; ``code`` is stable, never match on the message
+    ├── InvalidArgument             INVALID_ARGUMENT: a tool argument is out of range / malformed
+    ├── ContentTooLarge             CONTENT_TOO_LARGE
+    ├── NoteNotFound                NOTE_NOT_FOUND
+    ├── FileNotFound                FILE_NOT_FOUND (uploaded brain files)
+    ├── FileTooLarge                FILE_TOO_LARGE
+    ├── SourceNotFound              SOURCE_NOT_FOUND
+    ├── PathOutsideSource           PATH_OUTSIDE_SOURCE
+    ├── ConfigError                 CONFIG_INVALID: a bad setting at startup
+    ├── UnsupportedEmbeddingDimension  UNSUPPORTED_EMBEDDING_DIMENSION
+    ├── EmbeddingCredentialMissing  EMBEDDING_CREDENTIAL_MISSING
+    ├── ModelUnavailable            MODEL_UNAVAILABLE: a model could not be loaded
+    ├── StoreLocked                 STORE_LOCKED: another process owns the data dir
+    ├── StoreError                  STORE_ERROR: the vector store failed
+    ├── LLMError                    LLM_ERROR: the chat model failed (never raised into a tool call)
+    ├── ParseError                  PARSE_FAILED: a document could not be parsed
+    └── Conflict                    CONFLICT: the operation clashes with current state
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BrainError(Exception):
+    code: str = "BRAIN_ERROR"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.details}
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+
+class InvalidArgument(BrainError):
+    code = "INVALID_ARGUMENT"
+
+
+class ContentTooLarge(InvalidArgument):
+    code = "CONTENT_TOO_LARGE"
+
+
+class NoteNotFound(BrainError):
+    code = "NOTE_NOT_FOUND"
+
+
+class FileNotFound(BrainError):
+    code = "FILE_NOT_FOUND"
+
+
+class FileTooLarge(InvalidArgument):
+    code = "FILE_TOO_LARGE"
+
+
+class SourceNotFound(BrainError):
+    code = "SOURCE_NOT_FOUND"
+
+
+class PathOutsideSource(BrainError):
+    code = "PATH_OUTSIDE_SOURCE"
+
+
+class ConfigError(BrainError):
+    code = "CONFIG_INVALID"
+
+
+class UnsupportedEmbeddingDimension(BrainError):
+    code = "UNSUPPORTED_EMBEDDING_DIMENSION"
+
+
+class EmbeddingCredentialMissing(BrainError):
+    code = "EMBEDDING_CREDENTIAL_MISSING"
+
+
+class ModelUnavailable(BrainError):
+    code = "MODEL_UNAVAILABLE"
+
+
+class StoreLocked(BrainError):
+    code = "STORE_LOCKED"
+
+
+class StoreError(BrainError):
+    code = "STORE_ERROR"
+
+
+class LLMError(BrainError):
+    code = "LLM_ERROR"
+
+
+class ParseError(BrainError):
+    code = "PARSE_FAILED"
+
+
+class Conflict(BrainError):
+    code = "CONFLICT"

@@ -1,0 +1,234 @@
+"""Parse uploaded documents (PDF, DOCX, HTML, Markdown, text) into plain text.
+
+``parse_document`` picks the format by file extension, then by the declared MIME type,
+then by magic bytes, and returns a ``ParsedDocument``. Paged formats (PDF) also return
+``pages``: ``(page_number, start, end)`` spans into ``text`` so a chunk can be traced back
+to its page with ``page_for_offset``. Every failure is a ``ParseError`` with a reason;
+parser libraries are imported lazily so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import mimetypes
+import re
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+from brain.errors import ParseError
+
+if TYPE_CHECKING:
+    from docx.table import Table
+
+__all__ = ["FORMATS", "ParsedDocument", "detect_format", "page_for_offset", "parse_document"]
+
+PageSpan = tuple[int, int, int]  # page number (1-based), start offset, end offset
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    text: str
+    pages: list[PageSpan] = field(default_factory=list)
+    format: str = "text"
+
+
+_EXTENSIONS = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".text": "text",
+}
+_MIMES = {
+    "application/pdf": "pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/markdown": "markdown",
+    "text/x-markdown": "markdown",
+}
+_PAGE_SEPARATOR = "\n\n"
+
+
+def _mime_format(mime: str | None) -> str | None:
+    if not mime:
+        return None
+    mime = mime.split(";", 1)[0].strip().lower()
+    if mime in _MIMES:
+        return _MIMES[mime]
+    return "text" if mime.startswith("text/") else None
+
+
+def _magic_format(data: bytes) -> str | None:
+    head = data[:1024]
+    if head.startswith(b"%PDF"):
+        return "pdf"
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                if "word/document.xml" in archive.namelist():
+                    return "docx"
+        except zipfile.BadZipFile:
+            return None
+        return None
+    lowered = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if lowered.startswith((b"<!doctype html", b"<html")) or b"<html" in lowered:
+        return "html"
+    return None
+
+
+def detect_format(data: bytes, file_name: str, mime: str | None = None) -> str:
+    """Format name for the document, or ParseError when no parser handles it."""
+    ext = PurePath(file_name).suffix.lower()
+    if ext in _EXTENSIONS:
+        return _EXTENSIONS[ext]
+    guessed = mimetypes.guess_type(file_name)[0] if ext else None
+    found = _mime_format(mime) or _magic_format(data) or _mime_format(guessed)
+    if found is None:
+        raise ParseError(f"no parser for {ext or '(no extension)'}", file_name=file_name)
+    return found
+
+
+def parse_document(data: bytes, file_name: str, mime: str | None = None) -> ParsedDocument:
+    """Extract text (and page spans for PDFs) from an uploaded document."""
+    fmt = detect_format(data, file_name, mime)
+    try:
+        return _PARSERS[fmt](data)
+    except ParseError:
+        raise
+    except Exception as exc:  # parser libraries raise many types on malformed input
+        raise ParseError(
+            f"could not parse {fmt} file: {type(exc).__name__}: {exc}", file_name=file_name
+        ) from exc
+
+
+def page_for_offset(pages: list[PageSpan], offset: int) -> int | None:
+    """1-based page holding ``offset`` (a separator counts for the page before it)."""
+    if not pages or offset < pages[0][1] or offset > pages[-1][2]:
+        return None
+    index = bisect.bisect_right([start for _, start, _ in pages], offset) - 1
+    return pages[index][0]
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 (or BOM-marked UTF-16) with undecodable bytes replaced and the BOM dropped."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _parse_text(data: bytes) -> ParsedDocument:
+    return ParsedDocument(text=decode_text(data), format="text")
+
+
+def _parse_markdown(data: bytes) -> ParsedDocument:
+    return ParsedDocument(text=decode_text(data), format="markdown")
+
+
+def _parse_pdf(data: bytes) -> ParsedDocument:
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError, PdfReadError
+
+    if b"%%EOF" not in data[-2048:]:
+        raise ParseError("truncated PDF: the end-of-file marker is missing")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+    except PdfReadError as exc:
+        raise ParseError(f"malformed PDF: {exc}") from exc
+    if reader.is_encrypted:
+        try:  # owner-password-only PDFs open with an empty user password
+            opened = reader.decrypt("")
+        except (DependencyError, NotImplementedError, PdfReadError, ValueError):
+            opened = 0
+        if not opened:
+            raise ParseError("encrypted PDF: decrypt it first")
+    parts: list[str] = []
+    pages: list[PageSpan] = []
+    offset = 0
+    for number, page in enumerate(reader.pages, start=1):
+        if parts:
+            parts.append(_PAGE_SEPARATOR)
+            offset += len(_PAGE_SEPARATOR)
+        page_text = (page.extract_text() or "").strip()
+        parts.append(page_text)
+        pages.append((number, offset, offset + len(page_text)))
+        offset += len(page_text)
+    return ParsedDocument(text="".join(parts), pages=pages, format="pdf")
+
+
+def _parse_docx(data: bytes) -> ParsedDocument:
+    import docx
+    from docx.table import Table
+
+    document = docx.Document(io.BytesIO(data))
+    blocks: list[str] = []
+    for item in document.iter_inner_content():
+        if isinstance(item, Table):
+            blocks.extend(_table_rows(item))
+        elif item.text.strip():
+            blocks.append(item.text)
+    return ParsedDocument(text="\n\n".join(blocks), format="docx")
+
+
+def _table_rows(table: Table) -> list[str]:
+    rows = []
+    for row in table.rows:
+        cells, seen = [], set()
+        for cell in row.cells:
+            if id(cell._tc) in seen:  # a merged cell repeats across the columns it spans
+                continue
+            seen.add(id(cell._tc))
+            cells.append(cell.text.strip())
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return rows
+
+
+_HTML_DROP = ["script", "style", "noscript", "template", "head", "iframe", "svg"]
+_HTML_PARAGRAPH = (
+    "p,h1,h2,h3,h4,h5,h6,blockquote,pre,ul,ol,dl,table,section,article,header,footer,"
+    "aside,nav,main,figure,form,fieldset,address,hr"
+)
+_HTML_LINE = "div,li,tr,dt,dd,caption,figcaption,summary,details,option"
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def _parse_html(data: bytes) -> ParsedDocument:
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(decode_text(data))
+    tree.strip_tags(_HTML_DROP)
+    for node in tree.css(_HTML_PARAGRAPH):
+        node.insert_before("\n\n")
+        node.insert_after("\n\n")
+    for node in tree.css(_HTML_LINE):
+        node.insert_before("\n")
+        node.insert_after("\n")
+    for node in tree.css("br"):
+        node.insert_after("\n")
+    for node in tree.css("td,th"):
+        node.insert_after(" | ")
+    root = tree.body or tree.root
+    raw = root.text(deep=True, separator="") if root is not None else ""
+    lines = (_SPACES.sub(" ", line).strip().removesuffix(" |") for line in raw.split("\n"))
+    text = _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+    return ParsedDocument(text=text, format="html")
+
+
+_PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
+    "pdf": _parse_pdf,
+    "docx": _parse_docx,
+    "html": _parse_html,
+    "markdown": _parse_markdown,
+    "text": _parse_text,
+}
+FORMATS = tuple(_PARSERS)

@@ -1,0 +1,144 @@
+"""The link graph: a NetworkX DiGraph derived from the notes' ``links`` payload.
+
+The store is the single source of truth. The graph is cached as JSON (atomic temp file +
+rename) stamped with the store's link sequence number; a missing, stale or corrupt cache is
+rebuilt from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+log = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+
+
+class LinkGraph:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.g: nx.DiGraph = nx.DiGraph()
+        self.seq = 0
+        self._lock = threading.RLock()
+
+    # -- building ---------------------------------------------------------------------------
+    def rebuild(self, notes: Iterable[dict[str, Any]], seq: int) -> None:
+        notes = list(notes)
+        g = nx.DiGraph()
+        for p in notes:
+            g.add_node(p["zk_id"], title=p.get("title", ""), project=p.get("project", ""))
+        for p in notes:
+            for dst in p.get("links", []):
+                if dst in g:
+                    g.add_edge(p["zk_id"], dst, relation=p.get("link_types", {}).get(dst, "related"))
+        with self._lock:
+            self.g = g
+            self.seq = seq
+
+    def load(self, expected_seq: int) -> bool:
+        """Load the cache if it is present, well-formed and current. True when used."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if data.get("version") != CACHE_VERSION or data.get("seq") != expected_seq:
+                return False
+            g = nx.DiGraph()
+            for node in data["nodes"]:
+                g.add_node(node["id"], title=node.get("title", ""), project=node.get("project", ""))
+            for src, dst, rel in data["edges"]:
+                g.add_edge(src, dst, relation=rel)
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("graph cache %s is unreadable (%s); rebuilding from the store", self.path, exc)
+            return False
+        with self._lock:
+            self.g = g
+            self.seq = expected_seq
+        return True
+
+    def save(self) -> None:
+        with self._lock:
+            data = {
+                "version": CACHE_VERSION,
+                "seq": self.seq,
+                "nodes": [{"id": n, **attrs} for n, attrs in self.g.nodes(data=True)],
+                "edges": [[s, d, a.get("relation", "related")] for s, d, a in self.g.edges(data=True)],
+            }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".graph-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    # -- mutation (batched per job by the caller, then one save) ---------------------------
+    def upsert_node(self, zk_id: str, title: str, project: str) -> None:
+        with self._lock:
+            self.g.add_node(zk_id, title=title, project=project)
+
+    def set_links(self, zk_id: str, links: list[str], link_types: dict[str, str]) -> None:
+        """Make the out-edges of ``zk_id`` exactly ``links``."""
+        with self._lock:
+            if zk_id not in self.g:
+                self.g.add_node(zk_id)
+            for dst in list(self.g.successors(zk_id)):
+                if dst not in links:
+                    self.g.remove_edge(zk_id, dst)
+            for dst in links:
+                if dst not in self.g:
+                    self.g.add_node(dst)
+                self.g.add_edge(zk_id, dst, relation=link_types.get(dst, "related"))
+
+    def remove_node(self, zk_id: str) -> None:
+        with self._lock:
+            if zk_id in self.g:
+                self.g.remove_node(zk_id)
+
+    # -- queries ----------------------------------------------------------------------------
+    def neighbours(self, zk_id: str) -> list[tuple[str, str, str]]:
+        """(neighbour, relation, direction) over out- and in-edges."""
+        with self._lock:
+            if zk_id not in self.g:
+                return []
+            out = [(d, a.get("relation", "related"), "out") for d, a in self.g[zk_id].items()]
+            seen = {d for d, _, _ in out}
+            for s in self.g.predecessors(zk_id):
+                if s not in seen:
+                    out.append((s, self.g[s][zk_id].get("relation", "related"), "in"))
+            return out
+
+    def within(self, zk_id: str, depth: int) -> dict[str, tuple[int, str, str]]:
+        """Notes reachable in <= depth hops (either direction): id -> (hops, via, relation)."""
+        found: dict[str, tuple[int, str, str]] = {}
+        frontier = [zk_id]
+        for hop in range(1, depth + 1):
+            nxt = []
+            for node in frontier:
+                for nb, rel, _ in self.neighbours(node):
+                    if nb != zk_id and nb not in found:
+                        found[nb] = (hop, node, rel)
+                        nxt.append(nb)
+            frontier = nxt
+        return found
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"nodes": self.g.number_of_nodes(), "edges": self.g.number_of_edges()}
+
+    def edges(self) -> list[tuple[str, str, str]]:
+        with self._lock:
+            return sorted((s, d, a.get("relation", "related")) for s, d, a in self.g.edges(data=True))

@@ -1,0 +1,594 @@
+"""The memory service: writing, finding, linking and the lifecycle of notes.
+
+Everything here is plain, blocking Python; the MCP layer runs it in worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from brain.bm25 import BM25Encoder
+from brain.clock import Clock, iso
+from brain.embedder import Embedder
+from brain.enrich import enrich
+from brain.errors import Conflict, ContentTooLarge, InvalidArgument, NoteNotFound
+from brain.graph import LinkGraph
+from brain.notes import (
+    CONTEXTUAL_KINDS,
+    MEMORY_TYPES,
+    NOTE_KINDS,
+    RELATIONS,
+    VISIBILITIES,
+    ZK_ID_RE,
+    new_zk_id,
+    normalise_zk_id,
+    point_id,
+    public_note,
+)
+from brain.redact import redact
+from brain.retrieval import Candidate, hybrid
+from brain.store_meta import StoreMeta
+from brain.vector_store import (
+    Filter,
+    HasId,
+    Match,
+    MatchAny,
+    Point,
+    Range,
+    VectorStore,
+    scroll_all,
+)
+
+log = logging.getLogger(__name__)
+
+NOTE_FILTER = Filter(must=(Match("kind", "note"),), must_not=(Match("forgotten", True),))
+MAX_TOP_K = 100
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    max_content_chars: int = 50_000
+    link_threshold: float = 0.55
+    link_candidates: int = 5
+    redact_secrets: bool = True
+    default_project: str = "general"
+    fusion: str = "weighted"
+    dense_weight: float = 0.5
+    rrf_k: int = 60
+    candidates: int = 50
+    exact_max_points: int = 20_000
+    user_id: str = "default"
+    agent_id: str = "default"
+
+
+@dataclass(slots=True)
+class RecallFilter:
+    """Per-request narrowing of a search; every field is AND-combined."""
+
+    project: str | None = None
+    include_fleeting: bool = False
+    include_contextual: bool = False
+    note_kinds: Sequence[str] = ()
+    tags: Sequence[str] = ()
+    max_age_days: float | None = None
+    min_salience: float | None = None
+    confidence_min: float | None = None
+    fingerprint_match: bool = True
+    custom: Sequence[dict[str, Any]] = ()
+    include_siblings: bool = False
+    all_projects: bool = False
+
+
+@dataclass(slots=True)
+class WriteResult:
+    note: dict[str, Any]
+    redacted: tuple[str, ...] = ()
+    linked: list[dict[str, str]] = field(default_factory=list)
+
+
+def _require_text(value: str, name: str, cap: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{name} is empty: pass the text to store in {name}", field=name)
+    if len(value) > cap:
+        raise ContentTooLarge(
+            f"{name} has {len(value)} characters, more than the cap of {cap}. Split it into "
+            "several notes, or raise BRAIN__MEMORY__MAX_CONTENT_CHARS.",
+            field=name,
+            length=len(value),
+            cap=cap,
+        )
+    return value
+
+
+def _require_enum(value: str, allowed: Sequence[str], name: str) -> str:
+    if value not in allowed:
+        raise InvalidArgument(
+            f"{name}={value!r} is not valid; use one of: {', '.join(allowed)}", field=name
+        )
+    return value
+
+
+def check_top_k(top_k: int, upper: int = MAX_TOP_K) -> int:
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= upper:
+        raise InvalidArgument(f"top_k={top_k!r} is out of range: use 1..{upper}", field="top_k")
+    return top_k
+
+
+def check_project(project: str) -> str:
+    project = (project or "").strip()
+    if not project or len(project) > 128:
+        raise InvalidArgument("project must be a non-empty name of at most 128 characters",
+                              field="project")
+    return project
+
+
+def embed_text(payload: dict[str, Any]) -> str:
+    """What the dense vector of a note encodes: content plus its context (A-MEM)."""
+    text = payload["content"]
+    context = payload.get("context", "")
+    return f"{text}\n{context}" if context and not context.endswith(" note") else text
+
+
+def keyword_text(payload: dict[str, Any]) -> str:
+    """What the BM25 vector of a note indexes: title, content, keywords and tags."""
+    parts = [payload.get("title", ""), payload["content"], " ".join(payload.get("keywords", [])),
+             " ".join(payload.get("tags", []))]
+    return "\n".join(p for p in parts if p)
+
+
+class MemoryService:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        graph: LinkGraph,
+        meta: StoreMeta,
+        config: MemoryConfig,
+        clock: Clock | None = None,
+        bm25: BM25Encoder | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.graph = graph
+        self.meta = meta
+        self.cfg = config
+        self.clock = clock or Clock()
+        self.bm25 = bm25 or BM25Encoder()
+        self._write_lock = threading.RLock()
+        self._stamp_lock = threading.Lock()
+        # Called after a note is durably written: (event, payload). The enrichment queue and
+        # the Obsidian mirror subscribe here.
+        self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _emit(self, event: str, payload: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            try:
+                listener(event, payload)
+            except Exception:  # noqa: BLE001 - a listener never breaks a write
+                log.exception("listener failed on %s", event)
+
+    def _vectors(self, payload: dict[str, Any]) -> tuple[list[float], Any]:
+        dense = self.embedder.embed_documents([embed_text(payload)])[0]
+        return dense.tolist(), self.bm25.document(keyword_text(payload))
+
+    def _now(self) -> tuple[str, float]:
+        now = self.clock.now()
+        return iso(now), now.timestamp()
+
+    def get_payload(self, zk_id: str, *, include_forgotten: bool = False) -> dict[str, Any]:
+        if not isinstance(zk_id, str) or not ZK_ID_RE.match(normalise_zk_id(zk_id)):
+            raise InvalidArgument(f"{zk_id!r} is not a note id: ids look like ZK-1A2B3C4D",
+                                  field="zk_id")
+        zk_id = normalise_zk_id(zk_id)
+        pts = self.store.retrieve([point_id(zk_id)])
+        if not pts or pts[0].payload.get("kind") != "note":
+            raise NoteNotFound(f"no note {zk_id}: check the id (search_memory lists ids)",
+                               zk_id=zk_id)
+        payload = pts[0].payload
+        if payload.get("forgotten") and not include_forgotten:
+            raise NoteNotFound(f"note {zk_id} was forgotten; restore_note brings it back "
+                               "within the grace period", zk_id=zk_id)
+        return payload
+
+    def _unused_id(self) -> str:
+        while True:
+            zk = new_zk_id()
+            if not self.store.retrieve([point_id(zk)]):
+                return zk
+
+    def prepare_content(self, content: str, name: str = "content") -> tuple[str, tuple[str, ...]]:
+        content = _require_text(content, name, self.cfg.max_content_chars)
+        if not self.cfg.redact_secrets:
+            return content, ()
+        red = redact(content)
+        return red.text, red.kinds
+
+    # ------------------------------------------------------------------ writes
+    def add(
+        self,
+        content: str,
+        project: str | None = None,
+        memory_type: str = "permanent",
+        note_kind: str = "general",
+        tags: Sequence[str] | None = None,
+        pinned: bool = False,
+        visibility: str = "shared",
+        extra: dict[str, Any] | None = None,
+        links: Sequence[tuple[str, str]] = (),
+        autolink: bool = True,
+    ) -> WriteResult:
+        project = check_project(project or self.cfg.default_project)
+        _require_enum(memory_type, ("fleeting", "permanent"), "memory_type")
+        _require_enum(note_kind, NOTE_KINDS, "note_kind")
+        _require_enum(visibility, VISIBILITIES, "visibility")
+        if tags is not None and (not isinstance(tags, (list, tuple)) or
+                                 not all(isinstance(t, str) and t.strip() for t in tags)):
+            raise InvalidArgument("tags must be a list of non-empty strings", field="tags")
+        content, redacted = self.prepare_content(content)
+        for target, relation in links:
+            _require_enum(relation, RELATIONS, "relation")
+            self.get_payload(target)
+        enr = enrich(content, note_kind, project)
+        now, ts = self._now()
+        with self._write_lock:
+            zk_id = self._unused_id()
+            payload: dict[str, Any] = {
+                "kind": "note",
+                "zk_id": zk_id,
+                "title": enr.title,
+                "content": content,
+                "context": enr.context,
+                "keywords": enr.keywords,
+                "tags": _merge_tags(list(tags or []), enr.tags),
+                "links": [],
+                "link_types": {},
+                "memory_type": memory_type,
+                "note_kind": note_kind,
+                "pinned": bool(pinned),
+                "project": project,
+                "created": now,
+                "updated": now,
+                "created_ts": ts,
+                "updated_ts": ts,
+                "access_count": 0,
+                "last_accessed": "",
+                "last_accessed_ts": 0.0,
+                "user_id": self.cfg.user_id,
+                "agent_id": self.cfg.agent_id,
+                "visibility": visibility,
+                "salience": 1.0 if pinned else 0.5,
+                "embed_model": self.meta.model,
+                "enriched_by": "heuristic",
+                "forgotten": False,
+                **(extra or {}),
+            }
+            dense, sparse = self._vectors(payload)
+            linked: list[dict[str, str]] = []
+            for target, relation in links:
+                payload["links"].append(target)
+                payload["link_types"][target] = relation
+            if memory_type == "permanent" and autolink:
+                for hit in self._link_candidates(dense, project, exclude=zk_id):
+                    z = hit.payload["zk_id"]
+                    if z not in payload["links"]:
+                        payload["links"].append(z)
+                        payload["link_types"][z] = "related"
+            if payload["links"]:
+                self.meta.mark_graph_dirty()
+            self.store.upsert([Point(point_id(zk_id), payload, dense, sparse)])
+            if payload["links"]:
+                linked = self._backlink(zk_id, payload)
+            self.graph.upsert_node(zk_id, payload["title"], project)
+            self._sync_graph(zk_id, payload)
+        self._emit("added", payload)
+        return WriteResult(public_note(payload), redacted, linked)
+
+    def _link_candidates(self, dense: Sequence[float], project: str, exclude: str) -> list[Any]:
+        flt = NOTE_FILTER.and_(Match("project", project), Match("memory_type", "permanent"))
+        hits = self.store.query_dense(dense, flt, self.cfg.link_candidates + 1)
+        return [h for h in hits if h.payload.get("zk_id") != exclude
+                and h.score >= self.cfg.link_threshold][: self.cfg.link_candidates]
+
+    def _backlink(self, zk_id: str, payload: dict[str, Any]) -> list[dict[str, str]]:
+        """Make every link of ``zk_id`` bidirectional (same relation on the way back for
+        symmetric ones, ``related`` for directed ones)."""
+        linked = []
+        self.meta.mark_graph_dirty()
+        targets = self.store.retrieve([point_id(z) for z in payload["links"]])
+        now, ts = self._now()
+        for tgt in targets:
+            p = tgt.payload
+            relation = payload["link_types"].get(p["zk_id"], "related")
+            linked.append({"zk_id": p["zk_id"], "relation": relation, "title": p.get("title", "")})
+            if zk_id in p.get("links", []):
+                continue
+            back = relation if relation in ("related", "contradicts") else "related"
+            new_links = [*p.get("links", []), zk_id]
+            new_types = {**p.get("link_types", {}), zk_id: back}
+            self.store.set_payload([tgt.id], {"links": new_links, "link_types": new_types})
+            self._sync_graph(p["zk_id"], {**p, "links": new_links, "link_types": new_types})
+        return linked
+
+    def _sync_graph(self, zk_id: str, payload: dict[str, Any]) -> None:
+        self.meta.mark_graph_dirty()
+        self.graph.set_links(zk_id, list(payload.get("links", [])), dict(payload.get("link_types", {})))
+
+    def link(self, src: str, dst: str, relation: str = "related") -> None:
+        """Add one typed link src -> dst (and the way back)."""
+        _require_enum(relation, RELATIONS, "relation")
+        with self._write_lock:
+            p = self.get_payload(src)
+            self.get_payload(dst)
+            links = list(p.get("links", []))
+            types = dict(p.get("link_types", {}))
+            if dst not in links:
+                links.append(dst)
+            types[dst] = relation
+            self.meta.mark_graph_dirty()
+            self.store.set_payload([point_id(src)], {"links": links, "link_types": types})
+            new = {**p, "links": links, "link_types": types}
+            self._sync_graph(src, new)
+            self._backlink(src, new)
+
+    def update(self, zk_id: str, new_content: str) -> WriteResult:
+        content, redacted = self.prepare_content(new_content, "new_content")
+        with self._write_lock:
+            old = self.get_payload(zk_id)
+            enr = enrich(content, old.get("note_kind", "general"), old.get("project", ""))
+            now, ts = self._now()
+            payload = {
+                **old,
+                "content": content,
+                "title": enr.title,
+                "keywords": enr.keywords,
+                "tags": _merge_tags([t for t in old.get("tags", []) if t not in old.get("keywords", [])], enr.tags),
+                "updated": now,
+                "updated_ts": ts,
+                "enriched_by": "heuristic",
+                "embed_model": self.meta.model,
+            }
+            dense, sparse = self._vectors(payload)
+            self.store.upsert([Point(point_id(payload["zk_id"]), payload, dense, sparse)])
+            self.graph.upsert_node(payload["zk_id"], payload["title"], payload["project"])
+        self._emit("updated", payload)
+        return WriteResult(public_note(payload), redacted)
+
+    def apply_fields(self, zk_id: str, fields: dict[str, Any], reembed: bool) -> dict[str, Any]:
+        """Overwrite some fields of a note (enrichment, evolution); re-embed when asked."""
+        with self._write_lock:
+            old = self.get_payload(zk_id, include_forgotten=True)
+            now, ts = self._now()
+            payload = {**old, **fields, "updated": now, "updated_ts": ts}
+            if reembed:
+                dense, sparse = self._vectors(payload)
+                payload["embed_model"] = self.meta.model
+                self.store.upsert([Point(point_id(old["zk_id"]), payload, dense, sparse)])
+            else:
+                self.store.set_payload([point_id(old["zk_id"])], {**fields, "updated": now,
+                                                                   "updated_ts": ts})
+            if "title" in fields:
+                self.graph.upsert_node(old["zk_id"], payload["title"], payload["project"])
+        return payload
+
+    def set_state(self, zk_id: str, **fields: Any) -> dict[str, Any]:
+        """Set lifecycle fields without touching vectors or the updated stamp."""
+        with self._write_lock:
+            p = self.get_payload(zk_id, include_forgotten=True)
+            self.store.set_payload([point_id(p["zk_id"])], fields)
+            return {**p, **fields}
+
+    def distill(self, zk_id: str) -> WriteResult:
+        with self._write_lock:
+            p = self.get_payload(zk_id)
+            if p["memory_type"] != "fleeting":
+                raise Conflict(f"note {p['zk_id']} is {p['memory_type']}, not fleeting: only "
+                               "fleeting notes are distilled", zk_id=p["zk_id"])
+            enr = enrich(p["content"], p["note_kind"], p["project"])
+            fields = {"memory_type": "permanent", "title": enr.title, "keywords": enr.keywords,
+                      "tags": _merge_tags(p.get("tags", []), enr.tags), "enriched_by": "heuristic"}
+            payload = self.apply_fields(p["zk_id"], fields, reembed=True)
+            dense = self.embedder.embed_documents([embed_text(payload)])[0].tolist()
+            links = list(payload.get("links", []))
+            types = dict(payload.get("link_types", {}))
+            for hit in self._link_candidates(dense, payload["project"], exclude=p["zk_id"]):
+                z = hit.payload["zk_id"]
+                if z not in links:
+                    links.append(z)
+                    types[z] = "related"
+            linked: list[dict[str, str]] = []
+            if links != payload.get("links", []):
+                self.meta.mark_graph_dirty()
+                self.store.set_payload([point_id(p["zk_id"])], {"links": links, "link_types": types})
+                payload = {**payload, "links": links, "link_types": types}
+                self._sync_graph(p["zk_id"], payload)
+                linked = self._backlink(p["zk_id"], payload)
+        self._emit("distilled", payload)
+        return WriteResult(public_note(payload), (), linked)
+
+    def forget(self, zk_id: str) -> dict[str, Any]:
+        now, ts = self._now()
+        p = self.set_state(zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
+        self._emit("forgotten", p)
+        return p
+
+    def restore(self, zk_id: str) -> dict[str, Any]:
+        with self._write_lock:
+            p = self.get_payload(zk_id, include_forgotten=True)
+            if p.get("forgotten"):
+                p = self.set_state(p["zk_id"], forgotten=False, forgotten_ts=0.0, forgotten_at="")
+                restored = "forgotten"
+            elif p["memory_type"] == "archived":
+                back = p.get("archived_from") or "permanent"
+                p = self.set_state(p["zk_id"], memory_type=back, archived_at="")
+                restored = "archived"
+            else:
+                raise Conflict(f"note {p['zk_id']} is neither archived nor forgotten; nothing "
+                               "to restore", zk_id=p["zk_id"])
+        self._emit("restored", p)
+        return {**public_note(p), "restored_from": restored}
+
+    def archive(self, zk_id: str) -> dict[str, Any]:
+        now, _ = self._now()
+        p = self.get_payload(zk_id)
+        if p["memory_type"] == "archived":
+            return p
+        return self.set_state(zk_id, memory_type="archived", archived_from=p["memory_type"],
+                              archived_at=now)
+
+    # ------------------------------------------------------------------ reads
+    def build_filter(self, rf: RecallFilter) -> Filter:
+        must: list[Any] = []
+        must_not: list[Any] = []
+        if rf.project and not rf.all_projects:
+            must.append(Match("project", rf.project))
+        types = ["permanent", "fleeting"] if rf.include_fleeting else ["permanent"]
+        must.append(MatchAny("memory_type", tuple(types)))
+        if not rf.include_contextual and not set(rf.note_kinds) & set(CONTEXTUAL_KINDS):
+            must_not.append(MatchAny("note_kind", CONTEXTUAL_KINDS))
+        if rf.note_kinds:
+            for k in rf.note_kinds:
+                _require_enum(k, NOTE_KINDS, "note_kind")
+            must.append(MatchAny("note_kind", tuple(rf.note_kinds)))
+        for tag in rf.tags:
+            must.append(Match("tags", tag))
+        if rf.max_age_days is not None:
+            if rf.max_age_days <= 0:
+                raise InvalidArgument("max_age_days must be > 0", field="max_age_days")
+            since = self.clock.now() - timedelta(days=rf.max_age_days)
+            must.append(Range("created_ts", gte=since.timestamp()))
+        if rf.min_salience is not None:
+            must.append(Range("salience", gte=float(rf.min_salience)))
+        if rf.fingerprint_match:
+            must.append(Match("embed_model", self.meta.model))
+        if not rf.include_siblings:
+            # Private notes of sibling agents stay invisible unless asked for.
+            must.append(Filter(should=(Match("visibility", "shared"),
+                                       Match("agent_id", self.cfg.agent_id))))
+        for rule in rf.custom:
+            must.append(_custom_condition(rule))
+        base = NOTE_FILTER
+        return Filter(must=base.must + tuple(must), must_not=base.must_not + tuple(must_not))
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        rf: RecallFilter | None = None,
+        stamp: bool = True,
+        query_vector: Sequence[float] | None = None,
+    ) -> list[dict[str, Any]]:
+        query = _require_text(query, "query", 10_000)
+        check_top_k(top_k)
+        rf = rf or RecallFilter()
+        flt = self.build_filter(rf)
+        qvec = query_vector if query_vector is not None else self.embedder.embed_query(query).tolist()
+        cands = self._retrieve(qvec, query, flt, top_k)
+        if rf.confidence_min is not None:
+            cands = [c for c in cands if c.similarity is not None and c.similarity >= rf.confidence_min]
+        if stamp:
+            self.stamp_access([c.payload["zk_id"] for c in cands])
+        return [_hit(c) for c in cands]
+
+    def _retrieve(self, qvec: Sequence[float], query: str, flt: Filter, limit: int) -> list[Candidate]:
+        return hybrid(
+            self.store, qvec, self.bm25.query(query), flt, limit,
+            candidates=self.cfg.candidates, method=self.cfg.fusion,
+            dense_weight=self.cfg.dense_weight, rrf_k=self.cfg.rrf_k,
+        )
+
+    def stamp_access(self, zk_ids: Sequence[str], boost: float = 0.05) -> None:
+        """access_count + 1 and last_accessed = now on each note (decay tracking)."""
+        if not zk_ids:
+            return
+        now, ts = self._now()
+        with self._stamp_lock:
+            for pt in self.store.retrieve([point_id(z) for z in dict.fromkeys(zk_ids)]):
+                p = pt.payload
+                self.store.set_payload([pt.id], {
+                    "access_count": int(p.get("access_count", 0)) + 1,
+                    "last_accessed": now,
+                    "last_accessed_ts": ts,
+                    "salience": min(1.0, float(p.get("salience", 0.5)) + boost),
+                })
+
+    def related(self, zk_id: str, depth: int = 1) -> dict[str, Any]:
+        if not isinstance(depth, int) or not 1 <= depth <= 3:
+            raise InvalidArgument("depth must be 1, 2 or 3", field="depth")
+        root = self.get_payload(zk_id)
+        found = self.graph.within(root["zk_id"], depth)
+        pts = self.store.retrieve([point_id(z) for z in found])
+        out = []
+        for pt in pts:
+            p = pt.payload
+            if p.get("kind") != "note" or p.get("forgotten"):
+                continue
+            hops, via, rel = found[p["zk_id"]]
+            out.append({**public_note(p), "hops": hops, "via": via, "relation": rel})
+        out.sort(key=lambda n: (n["hops"], n["zk_id"]))
+        return {"note": public_note(root), "related": out}
+
+    def notes(self, flt: Filter | None = None, page: int = 512) -> Any:
+        """Every note (forgotten ones included) matching ``flt``, paged."""
+        base = Filter(must=(Match("kind", "note"),))
+        if flt is not None:
+            base = Filter(must=base.must + flt.must, must_not=flt.must_not, should=flt.should)
+        return (p.payload for p in scroll_all(self.store, base, page=page))
+
+    def stats(self) -> dict[str, Any]:
+        by_type = {t: self.store.count(Filter(must=(Match("kind", "note"), Match("memory_type", t)),
+                                              must_not=(Match("forgotten", True),)))
+                   for t in MEMORY_TYPES}
+        live = Filter(must=(Match("kind", "note"),), must_not=(Match("forgotten", True),
+                                                              Match("memory_type", "archived")))
+        by_kind = {k: self.store.count(live.and_(Match("note_kind", k))) for k in NOTE_KINDS}
+        forgotten = self.store.count(Filter(must=(Match("kind", "note"), Match("forgotten", True))))
+        return {
+            "notes": sum(by_type.values()),
+            "by_memory_type": by_type,
+            "by_note_kind": {k: v for k, v in by_kind.items() if v},
+            "forgotten_pending": forgotten,
+            "graph": self.graph.stats(),
+        }
+
+
+def _merge_tags(given: list[str], derived: list[str], cap: int = 5) -> list[str]:
+    out: list[str] = []
+    for t in [*given, *derived]:
+        t = t.strip().lower()
+        if t and t not in out:
+            out.append(t)
+    return out[: max(cap, len(given))]
+
+
+def _hit(c: Candidate) -> dict[str, Any]:
+    extra: dict[str, Any] = {"score": round(c.score, 6)}
+    if c.similarity is not None:
+        extra["similarity"] = round(c.similarity, 6)
+    return public_note(c.payload, **extra)
+
+
+def _custom_condition(rule: dict[str, Any]) -> Any:
+    if not isinstance(rule, dict) or "key" not in rule:
+        raise InvalidArgument("each custom filter is {key, value} | {key, any: [...]} | "
+                              "{key, gte/lte/gt/lt}", field="custom")
+    key = str(rule["key"])
+    if key in ("kind", "forgotten", "user_id") :
+        raise InvalidArgument(f"custom filters cannot override {key!r}", field="custom")
+    if "value" in rule:
+        return Match(key, rule["value"])
+    if "any" in rule:
+        return MatchAny(key, tuple(rule["any"]))
+    bounds = {b: float(rule[b]) for b in ("gte", "gt", "lte", "lt") if b in rule}
+    if bounds:
+        return Range(key, **bounds)
+    raise InvalidArgument(f"custom filter on {key!r} needs value, any, or a range bound",
+                          field="custom")
+
+
+__all__ = ["HasId", "MemoryConfig", "MemoryService", "RecallFilter", "WriteResult", "check_top_k"]

@@ -1,0 +1,191 @@
+"""Walk a source folder: prune excluded directories early, cap sizes and the file count.
+
+The walk never reads file contents; binary detection happens lazily in
+``read_text_capped`` because the indexer reads each file anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from brain.errors import PathOutsideSource
+from brain.sources.filters import SourceFilter
+
+MAX_SCAN_FILES = 200_000
+MAX_FILE_BYTES = 5 * 1024 * 1024
+MAX_APPEND_FILE_BYTES = 20 * 1024 * 1024
+MAX_INDEXED_CHARS = 200_000
+APPEND_SUFFIXES = (".jsonl", ".ndjson")
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    rel: str
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+@dataclass(slots=True)
+class WalkResult:
+    files: list[FileEntry] = field(default_factory=list)
+    capped: bool = False
+    cancelled: bool = False
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def count_display(self) -> str:
+        return count_display(len(self.files), self.capped)
+
+
+def count_display(n: int, capped: bool) -> str:
+    """``N+`` when the walk hit the scan cap: the source holds more than was counted."""
+    return f"{n}+" if capped else str(n)
+
+
+def size_cap(rel_posix: str) -> int:
+    return MAX_APPEND_FILE_BYTES if rel_posix.endswith(APPEND_SUFFIXES) else MAX_FILE_BYTES
+
+
+def is_binary(path: Path) -> bool:
+    """A NUL byte in the first 8 KB marks a file as binary (git's and ripgrep's rule)."""
+    try:
+        with open(path, "rb") as fh:
+            return b"\0" in fh.read(_SNIFF_BYTES)
+    except OSError:
+        return True
+
+
+def read_text_capped(path: Path, max_chars: int = MAX_INDEXED_CHARS) -> tuple[str | None, bool]:
+    """Read at most ``max_chars`` characters; ``(None, False)`` for a binary file.
+
+    Returns ``(text, truncated)``; undecodable bytes become U+FFFD rather than failing.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(_SNIFF_BYTES)
+        if b"\0" in head:
+            return None, False
+        # A UTF-8 character is at most 4 bytes, so this many bytes always suffices.
+        budget = max_chars * 4 + 4
+        data = head + fh.read(max(0, budget - len(head)))
+        more = bool(fh.read(1))
+    text = data.decode("utf-8-sig", errors="replace")
+    if len(text) > max_chars:
+        return text[:max_chars], True
+    return text, more
+
+
+def resolve_in_source(root: Path, path: str | Path) -> Path:
+    """Resolve a relative or absolute path and refuse it unless it lies inside ``root``."""
+    root_real = Path(os.path.realpath(root))
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        candidate = root_real / candidate
+    real = Path(os.path.realpath(candidate))
+    if real != root_real and root_real not in real.parents:
+        raise PathOutsideSource(
+            f"{path} is outside the source folder {root_real}; pass a path inside it "
+            "or add its folder as a source first.",
+            path=str(path),
+            root=str(root_real),
+        )
+    return real
+
+
+def walk_source(
+    root: Path,
+    flt: SourceFilter,
+    max_files: int = MAX_SCAN_FILES,
+    cancel: threading.Event | None = None,
+    *,
+    check_binary: bool = False,
+) -> WalkResult:
+    """List the files of a source the filter admits, stopping at ``max_files``.
+
+    Symlinked files are kept when they resolve inside the root; symlinked directories
+    are never followed (their target, if inside the root, is walked anyway), so no cycle
+    and no escape is possible.
+    """
+    root = Path(root)
+    root_real = os.path.realpath(root)
+    result = WalkResult()
+    stack: list[tuple[str, str]] = [(str(root), "")]
+    while stack:
+        if cancel is not None and cancel.is_set():
+            result.cancelled = True
+            break
+        dir_path, dir_rel = stack.pop()
+        try:
+            with os.scandir(dir_path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            result.skipped["unreadable"] += 1
+            continue
+        subdirs: list[tuple[str, str]] = []
+        for entry in entries:
+            rel = f"{dir_rel}/{entry.name}" if dir_rel else entry.name
+            if not _visit(entry, rel, root_real, flt, result, subdirs, check_binary):
+                continue
+            if len(result.files) > max_files:
+                result.files.pop()
+                result.capped = True
+                return result
+        stack.extend(reversed(subdirs))
+    return result
+
+
+def _visit(
+    entry: os.DirEntry[str],
+    rel: str,
+    root_real: str,
+    flt: SourceFilter,
+    result: WalkResult,
+    subdirs: list[tuple[str, str]],
+    check_binary: bool,
+) -> bool:
+    """Handle one directory entry; True when a file was appended to the result."""
+    try:
+        is_link = entry.is_symlink()
+        is_dir = entry.is_dir(follow_symlinks=False)
+    except OSError:
+        result.skipped["unreadable"] += 1
+        return False
+    if is_dir:
+        if flt.is_excluded_dir(rel):
+            result.skipped["excluded_dir"] += 1
+        else:
+            subdirs.append((entry.path, rel))
+        return False
+    if is_link:
+        target = os.path.realpath(entry.path)
+        if target != root_real and not target.startswith(root_real + os.sep):
+            result.skipped["symlink_outside"] += 1
+            return False
+        if os.path.isdir(target):
+            result.skipped["symlink_dir"] += 1
+            return False
+    if not flt.admits(rel):
+        result.skipped["excluded"] += 1
+        return False
+    try:
+        st = entry.stat()  # follows an in-root symlink to its target
+    except OSError:
+        result.skipped["unreadable"] += 1
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        result.skipped["special"] += 1
+        return False
+    if st.st_size > size_cap(rel):
+        result.skipped["too_large"] += 1
+        return False
+    if check_binary and is_binary(Path(entry.path)):
+        result.skipped["binary"] += 1
+        return False
+    result.files.append(FileEntry(rel, Path(entry.path), st.st_size, st.st_mtime_ns))
+    return True

@@ -1,0 +1,156 @@
+"""The vector store contract: a small Protocol, backend-neutral points, hits and filters.
+
+Two backends implement it: Qdrant Edge (embedded, default) in ``edge.py`` and qdrant-client
+(server, cluster, or its local mode in tests) in ``qdrant.py``. One contract test suite runs
+against both. Point ids are UUID strings; payloads are JSON objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+DENSE = "dense"
+SPARSE = "bm25"
+
+# Payload fields that get an index, by schema type.
+KEYWORD_FIELDS = (
+    "kind", "project", "user_id", "agent_id", "memory_type", "note_kind", "tags", "zk_id",
+    "source_id", "path", "category", "file_id", "embed_model", "visibility", "content_hash",
+    "failure_signature", "chunk_hash",
+)
+FLOAT_FIELDS = ("created_ts", "updated_ts", "last_accessed_ts", "salience", "forgotten_ts")
+BOOL_FIELDS = ("pinned", "forgotten")
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(slots=True)
+class Point:
+    id: str
+    payload: dict[str, Any]
+    dense: list[float] | None = None
+    sparse: SparseVector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+# ---- filters -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    key: str
+    value: str | int | bool
+
+
+@dataclass(frozen=True, slots=True)
+class MatchAny:
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    key: str
+    gte: float | None = None
+    gt: float | None = None
+    lte: float | None = None
+    lt: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HasId:
+    ids: tuple[str, ...]
+
+
+Condition = Match | MatchAny | Range | HasId
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    must: tuple[Condition | Filter, ...] = ()
+    must_not: tuple[Condition | Filter, ...] = ()
+    should: tuple[Condition | Filter, ...] = ()
+
+    def and_(self, *conds: Condition | Filter) -> Filter:
+        return Filter(self.must + tuple(conds), self.must_not, self.should)
+
+    def but_not(self, *conds: Condition | Filter) -> Filter:
+        return Filter(self.must, self.must_not + tuple(conds), self.should)
+
+
+def match_all(**fields: str | int | bool) -> Filter:
+    return Filter(must=tuple(Match(k, v) for k, v in fields.items()))
+
+
+@dataclass(slots=True)
+class StoreInfo:
+    backend: str
+    location: str
+    points: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class VectorStore(Protocol):
+    """What the brain needs from a vector store. Methods are blocking; call from threads."""
+
+    backend: str
+
+    def open(self, dimension: int) -> None:
+        """Create the collection if missing (dense + BM25 sparse, payload indexes)."""
+
+    def upsert(self, points: Sequence[Point]) -> None: ...
+
+    def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
+        """Merge ``payload`` into each point's payload."""
+
+    def delete(self, ids: Sequence[str]) -> None: ...
+
+    def delete_by_filter(self, flt: Filter) -> None: ...
+
+    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]: ...
+
+    def query_dense(
+        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False
+    ) -> list[Hit]: ...
+
+    def query_sparse(self, vector: SparseVector, flt: Filter | None, limit: int) -> list[Hit]: ...
+
+    def scroll(
+        self,
+        flt: Filter | None,
+        limit: int = 256,
+        offset: str | None = None,
+        with_vectors: bool = False,
+    ) -> tuple[list[Point], str | None]: ...
+
+    def count(self, flt: Filter | None = None) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def info(self) -> StoreInfo: ...
+
+
+def scroll_all(
+    store: VectorStore, flt: Filter | None, page: int = 512, with_vectors: bool = False
+) -> Iterator[Point]:
+    """Every point matching ``flt``, page by page: no hidden cap."""
+    offset: str | None = None
+    while True:
+        points, offset = store.scroll(flt, limit=page, offset=offset, with_vectors=with_vectors)
+        yield from points
+        if offset is None:
+            return

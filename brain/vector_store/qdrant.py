@@ -1,0 +1,216 @@
+"""qdrant-client backend: a Qdrant server or cluster by URL, or qdrant-client's local mode.
+
+The local mode speaks the same client API and is what CI exercises (no server can run here).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from brain.errors import StoreError
+from brain.vector_store.base import (
+    BOOL_FIELDS,
+    DENSE,
+    FLOAT_FIELDS,
+    KEYWORD_FIELDS,
+    SPARSE,
+    Filter,
+    HasId,
+    Hit,
+    Match,
+    MatchAny,
+    Point,
+    Range,
+    SparseVector,
+    StoreInfo,
+)
+
+
+def _condition(cond: Any) -> Any:
+    if isinstance(cond, Filter):
+        return _filter(cond)
+    if isinstance(cond, Match):
+        return models.FieldCondition(key=cond.key, match=models.MatchValue(value=cond.value))
+    if isinstance(cond, MatchAny):
+        return models.FieldCondition(key=cond.key, match=models.MatchAny(any=list(cond.values)))
+    if isinstance(cond, Range):
+        rng = models.Range(gte=cond.gte, gt=cond.gt, lte=cond.lte, lt=cond.lt)
+        return models.FieldCondition(key=cond.key, range=rng)
+    if isinstance(cond, HasId):
+        return models.HasIdCondition(has_id=list(cond.ids))
+    raise TypeError(f"unsupported filter condition {cond!r}")
+
+
+def _filter(flt: Filter | None) -> models.Filter | None:
+    if flt is None:
+        return None
+    return models.Filter(
+        must=[_condition(c) for c in flt.must] or None,
+        must_not=[_condition(c) for c in flt.must_not] or None,
+        should=[_condition(c) for c in flt.should] or None,
+    )
+
+
+def _vectors(point: Point) -> dict[str, Any]:
+    vec: dict[str, Any] = {}
+    if point.dense is not None:
+        vec[DENSE] = [float(x) for x in point.dense]
+    if point.sparse is not None and point.sparse.indices:
+        vec[SPARSE] = models.SparseVector(
+            indices=list(point.sparse.indices), values=list(point.sparse.values)
+        )
+    return vec
+
+
+def _from_record(rec: Any, with_vectors: bool) -> Point:
+    dense = sparse = None
+    if with_vectors and rec.vector:
+        vec = rec.vector
+        if DENSE in vec:
+            dense = list(vec[DENSE])
+        if SPARSE in vec:
+            sv = vec[SPARSE]
+            sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
+    return Point(id=str(rec.id), payload=dict(rec.payload or {}), dense=dense, sparse=sparse)
+
+
+class QdrantClientStore:
+    backend = "qdrant-client"
+
+    def __init__(
+        self,
+        collection: str,
+        url: str = "",
+        api_key: str = "",
+        prefer_grpc: bool = False,
+        local_path: str = "",
+    ) -> None:
+        self.collection = collection
+        self._location = url or f"local:{local_path}"
+        self._lock = threading.Lock()
+        if url:
+            self._client = QdrantClient(url=url, api_key=api_key or None, prefer_grpc=prefer_grpc)
+        elif local_path:
+            self._client = QdrantClient(path=local_path)
+        else:
+            self._client = QdrantClient(location=":memory:")
+        # Local mode keeps Python structures that are not safe to share between threads.
+        self._local = not url
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            if self._local:
+                with self._lock:
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"Qdrant ({self._location}) failed: {exc}") from exc
+
+    def open(self, dimension: int) -> None:
+        if self._call(self._client.collection_exists, self.collection):
+            return
+        self._call(
+            self._client.create_collection,
+            self.collection,
+            vectors_config={DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        )
+        if self._local:
+            return  # local mode ignores payload indexes
+        schema = {
+            **{f: models.PayloadSchemaType.KEYWORD for f in KEYWORD_FIELDS},
+            **{f: models.PayloadSchemaType.FLOAT for f in FLOAT_FIELDS},
+            **{f: models.PayloadSchemaType.BOOL for f in BOOL_FIELDS},
+        }
+        for name, kind in schema.items():
+            self._call(self._client.create_payload_index, self.collection, name, kind)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._call(self._client.close)
+
+    def info(self) -> StoreInfo:
+        return StoreInfo(backend=self.backend, location=self._location, points=self.count(None))
+
+    def upsert(self, points: Sequence[Point]) -> None:
+        if not points:
+            return
+        structs = [models.PointStruct(id=p.id, vector=_vectors(p), payload=p.payload) for p in points]
+        self._call(self._client.upsert, self.collection, structs, wait=True)
+
+    def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
+        if ids:
+            self._call(self._client.set_payload, self.collection, payload, list(ids), wait=True)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            selector = models.PointIdsList(points=list(ids))
+            self._call(self._client.delete, self.collection, selector, wait=True)
+
+    def delete_by_filter(self, flt: Filter) -> None:
+        selector = models.FilterSelector(filter=_filter(flt))
+        self._call(self._client.delete, self.collection, selector, wait=True)
+
+    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:
+        if not ids:
+            return []
+        recs = self._call(
+            self._client.retrieve, self.collection, list(ids), with_payload=True,
+            with_vectors=with_vectors,
+        )
+        return [_from_record(r, with_vectors) for r in recs]
+
+    def _query(self, query: Any, using: str, flt: Filter | None, limit: int, exact: bool) -> list[Hit]:
+        res = self._call(
+            self._client.query_points,
+            self.collection,
+            query=query,
+            using=using,
+            query_filter=_filter(flt),
+            limit=limit,
+            with_payload=True,
+            search_params=models.SearchParams(exact=True) if exact else None,
+        )
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+
+    def query_dense(
+        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False
+    ) -> list[Hit]:
+        return self._query([float(x) for x in vector], DENSE, flt, limit, exact)
+
+    def query_sparse(self, vector: SparseVector, flt: Filter | None, limit: int) -> list[Hit]:
+        if not vector.indices:
+            return []
+        sv = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+        return self._query(sv, SPARSE, flt, limit, False)
+
+    def scroll(
+        self,
+        flt: Filter | None,
+        limit: int = 256,
+        offset: str | None = None,
+        with_vectors: bool = False,
+    ) -> tuple[list[Point], str | None]:
+        recs, next_offset = self._call(
+            self._client.scroll,
+            self.collection,
+            scroll_filter=_filter(flt),
+            limit=limit,
+            offset=offset,
+            with_payload=True,
+            with_vectors=with_vectors,
+        )
+        points = [_from_record(r, with_vectors) for r in recs]
+        return points, (str(next_offset) if next_offset is not None else None)
+
+    def count(self, flt: Filter | None = None) -> int:
+        res = self._call(self._client.count, self.collection, count_filter=_filter(flt), exact=True)
+        return int(res.count)

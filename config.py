@@ -1,0 +1,369 @@
+"""Configuration of opencode-brain: one root ``Settings`` with nested sections.
+
+Precedence: explicit arguments > environment (``BRAIN__SECTION__FIELD``) > ``.env``
+> legacy OpenCode Brain variable names (``QDRANT_HOST``, ``FAST_MODEL_ID``, ...) >
+``brain.toml`` (in the working directory, then in the data dir) > defaults.
+
+This module imports nothing from ``brain/``; ``brain/app.py`` is the only reader.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "BRAIN__"
+DEFAULT_HOME = "~/.opencode-brain"
+
+
+class _Section(BaseModel):
+    model_config = {"extra": "forbid", "validate_assignment": True}
+
+
+class QdrantSettings(_Section):
+    url: str = Field("", description="Qdrant server URL; empty = embedded Qdrant Edge in the data dir")
+    api_key: str = Field("", description="API key of the Qdrant server (secret, never logged)")
+    collection: str = Field("opencode_brain", description="Collection name prefix")
+    prefer_grpc: bool = Field(False, description="Use gRPC to talk to the Qdrant server")
+    local_path: str = Field(
+        "", description="qdrant-client local mode folder (tests and debugging); excludes url"
+    )
+
+    @model_validator(mode="after")
+    def _url_xor_local(self) -> QdrantSettings:
+        if self.url and self.local_path:
+            raise ValueError(
+                "set either qdrant.url (a server) or qdrant.local_path (local mode), not both"
+            )
+        return self
+
+
+class EmbeddingSettings(_Section):
+    model: str = Field(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        description="Embedding model id (see the model registry) or a local model folder",
+    )
+    dimension: int = Field(0, description="Vector dimension; 0 = the model's default")
+    batch_size: int = Field(64, ge=1, le=4096, description="Texts per encoding batch")
+    backend: Literal["torch", "onnx"] = Field(
+        "torch", description="Inference backend of sentence-transformers models"
+    )
+
+
+class MemorySettings(_Section):
+    max_content_chars: int = Field(
+        50_000, ge=100, description="Largest note content accepted, in characters"
+    )
+    link_threshold: float = Field(
+        0.55, ge=0.0, le=1.0, description="Cosine similarity above which permanent notes link"
+    )
+    link_candidates: int = Field(5, ge=1, le=50, description="Nearest notes considered for links")
+    redact_secrets: bool = Field(
+        True, description="Replace secret-shaped strings in written content by a marker"
+    )
+    default_project: str = Field("general", description="Project used when a call names none")
+
+
+class RetrievalSettings(_Section):
+    fusion: Literal["weighted", "rrf"] = Field(
+        "weighted", description="How dense and BM25 rankings are fused"
+    )
+    rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion")
+    dense_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="Weight of the dense ranking in weighted fusion"
+    )
+    candidates: int = Field(50, ge=5, le=1000, description="Candidates fetched per retriever")
+    exact_max_points: int = Field(
+        20_000, ge=0, description="Scopes with at most this many points are searched exactly"
+    )
+
+
+class RerankSettings(_Section):
+    enabled: bool = Field(
+        False, description="Load a cross-encoder at start (or refuse to start) and rerank"
+    )
+    model: str = Field("", description="Local path of the cross-encoder model")
+    candidates: int = Field(30, ge=1, le=200, description="Fused candidates reranked")
+
+
+class LLMSettings(_Section):
+    base_url: str = Field("", description="OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM)")
+    api_key: str = Field("", description="Token of the endpoint or of HF Inference Providers")
+    provider: str = Field("auto", description="HF Inference Provider of the fast model")
+    hard_provider: str = Field("", description="HF Inference Provider of the hard model")
+    fast_model: str = Field("Qwen/Qwen3-4B-Instruct-2507", description="Fast model id")
+    hard_model: str = Field("Qwen/Qwen3-30B-A3B-Instruct-2507", description="Hard model id")
+    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds")
+    max_retries: int = Field(2, ge=0, le=10, description="Retries with backoff per request")
+    daily_token_cap: int = Field(0, ge=0, description="Tokens per UTC day; 0 = no cap")
+
+
+class DecaySettings(_Section):
+    stale_days: int = Field(45, ge=1, description="Days without access before a note is stale")
+    stale_accesses: int = Field(2, ge=0, description="Accesses that make a note immune")
+    score_threshold: float = Field(0.3, ge=0, le=1, description="decay_score below which to archive")
+    half_life_days: float = Field(30.0, gt=0, description="Half-life of salience decay, days")
+
+
+class ForgetSettings(_Section):
+    grace_days: float = Field(7.0, ge=0, description="Days a forgotten note can be restored")
+
+
+class WorkerSettings(_Section):
+    enabled: bool = True
+    interval_s: float = Field(3600.0, gt=0)
+
+
+def _default_workers() -> dict[str, WorkerSettings]:
+    return {
+        "decay": WorkerSettings(enabled=True, interval_s=6 * 3600),
+        "reclamation": WorkerSettings(enabled=True, interval_s=3600),
+        "enrichment": WorkerSettings(enabled=True, interval_s=1.0),
+    }
+
+
+class ObsidianSettings(_Section):
+    api_key: str = Field("", description="Obsidian Local REST API key (empty = REST off)")
+    host: str = Field("http://localhost:27123", description="Obsidian Local REST API URL")
+    subfolder: str = Field("brain", description="Folder in the vault for notes")
+    vault_path: str = Field("", description="Write straight into this vault folder instead")
+
+
+class GraphSettings(_Section):
+    path: str = Field("", description="Graph cache file; empty = <home>/graph.json")
+
+
+class IdentitySettings(_Section):
+    user_id: str = Field("default", description="Caller's user id stamped on every point")
+    agent_id: str = Field("default", description="Caller's agent id stamped on every point")
+
+
+class FilesSettings(_Section):
+    max_bytes: int = Field(50 * 1024 * 1024, ge=1, description="Largest uploaded document")
+    chunk_tokens: int = Field(0, ge=0, description="Chunk size in tokens; 0 = model max")
+    overlap_tokens: int = Field(32, ge=0, description="Overlap between chunks, tokens")
+    max_chunks: int = Field(1024, ge=1, description="Chunks per file at most")
+
+
+class SyncSettings(_Section):
+    concurrency: int = Field(2, ge=1, le=16, description="Sync jobs run at once")
+    max_scan_files: int = Field(200_000, ge=1, description="Files walked per source at most")
+    debounce_s: float = Field(0.3, ge=0, description="Watcher debounce before a targeted sync")
+    poll_interval_s: float = Field(60.0, gt=0, description="Scheduler poll of interval sources")
+
+
+class LogSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level")
+
+
+# Legacy OpenCode Brain `.env` names -> (section, field). QDRANT_HOST/PORT are folded into a URL.
+LEGACY_ALIASES: dict[str, tuple[str, str]] = {
+    "QDRANT_COLLECTION": ("qdrant", "collection"),
+    "EMBEDDING_MODEL": ("embedding", "model"),
+    "HUGGINGFACE_API_KEY": ("llm", "api_key"),
+    "FAST_MODEL_ID": ("llm", "fast_model"),
+    "FAST_MODEL_PROVIDER": ("llm", "provider"),
+    "HARD_MODEL_ID": ("llm", "hard_model"),
+    "HARD_MODEL_PROVIDER": ("llm", "hard_provider"),
+    "OBSIDIAN_API_KEY": ("obsidian", "api_key"),
+    "OBSIDIAN_HOST": ("obsidian", "host"),
+    "OBSIDIAN_VAULT_SUBFOLDER": ("obsidian", "subfolder"),
+    "STALE_DAYS_THRESHOLD": ("decay", "stale_days"),
+    "STALE_ACCESS_THRESHOLD": ("decay", "stale_accesses"),
+    "GRAPH_PATH": ("graph", "path"),
+}
+
+
+def _legacy_values(env: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, (section, field) in LEGACY_ALIASES.items():
+        if env.get(name):
+            out.setdefault(section, {})[field] = env[name]
+    if env.get("QDRANT_HOST") or env.get("QDRANT_PORT"):
+        host = env.get("QDRANT_HOST") or "localhost"
+        port = env.get("QDRANT_PORT") or "6333"
+        url = host if host.startswith(("http://", "https://")) else f"http://{host}"
+        out.setdefault("qdrant", {})["url"] = f"{url}:{port}"
+    return out
+
+
+def _read_dotenv(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+class _LegacySource(PydanticBaseSettingsSource):
+    """Maps the OpenCode Brain variable names onto their fields (env and .env)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env_file: Path | None) -> None:
+        super().__init__(settings_cls)
+        self._env_file = env_file
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        env = _read_dotenv(self._env_file) if self._env_file else {}
+        env.update({k: v for k, v in os.environ.items() if k in LEGACY_ALIASES or k.startswith("QDRANT_")})
+        return _legacy_values(env)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """``brain.toml`` in the working directory, then in the data dir (first wins per key)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        home = Path(os.environ.get(f"{ENV_PREFIX}HOME", DEFAULT_HOME)).expanduser()
+        merged: dict[str, Any] = {}
+        for path in (home / "brain.toml", Path.cwd() / "brain.toml"):
+            if path.is_file():
+                try:
+                    data = tomllib.loads(path.read_text(encoding="utf-8"))
+                except tomllib.TOMLDecodeError as exc:
+                    raise ValueError(f"{path} is not valid TOML: {exc}") from exc
+                _deep_update(merged, data)
+        return merged
+
+
+def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = value
+
+
+class Settings(BaseSettings):
+    """Every setting of the brain. Environment: ``BRAIN__SECTION__FIELD``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+        validate_assignment=True,
+    )
+
+    home: Path = Field(Path(DEFAULT_HOME), description="Data directory of the brain")
+    qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    decay: DecaySettings = Field(default_factory=DecaySettings)
+    forget: ForgetSettings = Field(default_factory=ForgetSettings)
+    workers: dict[str, WorkerSettings] = Field(default_factory=_default_workers)
+    obsidian: ObsidianSettings = Field(default_factory=ObsidianSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
+    identity: IdentitySettings = Field(default_factory=IdentitySettings)
+    files: FilesSettings = Field(default_factory=FilesSettings)
+    sync: SyncSettings = Field(default_factory=SyncSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _fill_workers(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, Any] = {k: v.model_dump() for k, v in _default_workers().items()}
+        for name, conf in value.items():
+            conf = conf.model_dump() if isinstance(conf, BaseModel) else conf
+            if isinstance(conf, dict):
+                merged[name] = {**merged.get(name, {}), **conf}
+            else:
+                merged[name] = conf
+        return merged
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        env_file = Path(".env")
+        return (
+            init_settings,
+            env_settings,
+            DotEnvSettingsSource(settings_cls, env_file=env_file, env_prefix=ENV_PREFIX,
+                                 env_nested_delimiter="__"),
+            _LegacySource(settings_cls, env_file),
+            _TomlSource(settings_cls),
+        )
+
+    @property
+    def graph_path(self) -> Path:
+        return Path(self.graph.path).expanduser() if self.graph.path else self.home / "graph.json"
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings with every secret replaced, for logs and stats."""
+        data = self.model_dump(mode="json")
+        for section, field in (("qdrant", "api_key"), ("llm", "api_key"), ("obsidian", "api_key")):
+            if data[section][field]:
+                data[section][field] = "***"
+        return data
+
+
+class ConfigInvalid(ValueError):
+    """Raised by :func:`load_settings`; the message names each bad field and the fix."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build Settings, turning validation errors into one message naming field and fix."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]]
+            dotted = ".".join(loc)
+            env = ENV_PREFIX + "__".join(p.upper() for p in loc)
+            lines.append(
+                f"setting {dotted} = {err.get('input')!r}: {err['msg']}. "
+                f"Fix it in the environment ({env}), .env or brain.toml."
+            )
+        raise ConfigInvalid("invalid configuration:\n  " + "\n  ".join(lines)) from None
+    except ValueError as exc:
+        raise ConfigInvalid(f"invalid configuration: {exc}") from None
+
+
+def iter_settings_table() -> list[tuple[str, str, str]]:
+    """(env variable, default, description) of every leaf setting, for docs and tests."""
+    rows: list[tuple[str, str, str]] = []
+    for name, field in Settings.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            for sub, subfield in ann.model_fields.items():
+                env = f"{ENV_PREFIX}{name.upper()}__{sub.upper()}"
+                rows.append((env, repr(subfield.default), subfield.description or ""))
+        elif name == "workers":
+            for wname in _default_workers():
+                for sub in ("ENABLED", "INTERVAL_S"):
+                    env = f"{ENV_PREFIX}WORKERS__{wname.upper()}__{sub}"
+                    rows.append((env, "", f"worker {wname}: {sub.lower()}"))
+        else:
+            rows.append((f"{ENV_PREFIX}{name.upper()}", str(field.default), field.description or ""))
+    return rows

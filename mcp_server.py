@@ -1,0 +1,188 @@
+"""opencode-brain MCP server: the tool surface over the brain's services.
+
+Each tool converts arguments, calls one service method in a worker thread, and shapes the
+result; ``BrainError`` becomes an MCP tool error carrying its stable code. Run it with
+``python mcp_server.py`` or ``brain serve`` (stdio); nothing but MCP messages go to stdout.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from brain.app import Brain  # noqa: E402
+from brain.errors import BrainError  # noqa: E402
+from brain.logs import setup_logging  # noqa: E402
+from brain.memory import RecallFilter  # noqa: E402
+from config import Settings, load_settings  # noqa: E402
+
+log = logging.getLogger("brain.mcp")
+
+T = TypeVar("T")
+
+MemoryType = Literal["fleeting", "permanent"]
+NoteKind = Literal[
+    "mistake", "fix", "pattern", "research", "decision", "general",
+    "open_thread", "session_summary", "project_context",
+]
+TopK = Annotated[int, Field(ge=1, le=100, description="How many notes to return (1-100)")]
+Project = Annotated[str, Field(min_length=1, max_length=128, description="Project name")]
+ZkId = Annotated[str, Field(description="Note id, e.g. ZK-1A2B3C4D")]
+
+READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
+WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+INSTRUCTIONS = (
+    "Persistent memory for coding agents. Start with search_memory for what you already "
+    "know; add_memory for decisions, mistakes, fixes and context worth keeping; get_related "
+    "to follow links. See AGENTS.md for the full protocol."
+)
+
+
+class _State:
+    def __init__(self, brain: Brain | None) -> None:
+        self.brain = brain
+
+
+def create_server(settings: Settings | None = None, brain: Brain | None = None) -> FastMCP:
+    """A server over ``brain`` (tests) or over a Brain built from ``settings`` at startup."""
+    state = _State(brain)
+
+    @asynccontextmanager
+    async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        if state.brain is not None:
+            yield {"brain": state.brain}
+            return
+        owned = await anyio.to_thread.run_sync(lambda: Brain(settings or load_settings()).open())
+        state.brain = owned
+        try:
+            yield {"brain": owned}
+        finally:
+            await anyio.to_thread.run_sync(owned.close)
+            state.brain = None
+
+    mcp = FastMCP("opencode-brain", instructions=INSTRUCTIONS, lifespan=lifespan)
+
+    async def call(fn: Callable[[Brain], T]) -> T:
+        if state.brain is None:
+            raise ToolError("[NOT_READY] the brain is still starting; retry in a moment")
+        b = state.brain
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(fn, b))
+        except BrainError as exc:
+            raise ToolError(str(exc)) from exc
+
+    def recall(project: str | None, include_fleeting: bool, include_contextual: bool,
+               **kw: Any) -> RecallFilter:
+        return RecallFilter(project=project, include_fleeting=include_fleeting,
+                            include_contextual=include_contextual, **kw)
+
+    @mcp.tool(annotations=WRITE)
+    async def add_memory(
+        content: Annotated[str, Field(description="The knowledge to keep, one idea per note")],
+        project: Project = "general",
+        memory_type: MemoryType = "permanent",
+        note_kind: NoteKind = "general",
+        tags: list[str] | None = None,
+        pinned: bool = False,
+        visibility: Literal["shared", "private"] = "shared",
+    ) -> dict[str, Any]:
+        """Store a note. Permanent notes are linked to similar notes; fleeting notes are quick
+        captures kept out of searches until distilled. Secrets in content are redacted."""
+        res = await call(lambda b: b.memory.add(content, project, memory_type, note_kind, tags,
+                                                pinned, visibility))
+        return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
+
+    @mcp.tool(annotations=WRITE)
+    async def update_memory(zk_id: ZkId, new_content: str) -> dict[str, Any]:
+        """Correct or extend a note's content; it is re-enriched and re-embedded."""
+        res = await call(lambda b: b.memory.update(zk_id, new_content))
+        return {"note": res.note, "redacted": list(res.redacted)}
+
+    @mcp.tool(annotations=READ)
+    async def search_memory(
+        query: Annotated[str, Field(min_length=1, description="What to look for")],
+        top_k: TopK = 5,
+        project: str | None = None,
+        include_contextual: bool = False,
+        include_fleeting: bool = False,
+        note_kind: list[NoteKind] | None = None,
+        tags: list[str] | None = None,
+        max_age_days: float | None = None,
+        min_salience: float | None = None,
+        confidence_min: float | None = None,
+        fingerprint_match: bool = True,
+        custom_filters: list[dict[str, Any]] | None = None,
+        include_siblings: bool = False,
+    ) -> dict[str, Any]:
+        """Hybrid (meaning + keyword) search over notes for simple, direct lookups. Archived
+        and forgotten notes never appear; every returned note is access-stamped."""
+        rf = recall(project, include_fleeting, include_contextual, note_kinds=note_kind or (),
+                    tags=tags or (), max_age_days=max_age_days, min_salience=min_salience,
+                    confidence_min=confidence_min, fingerprint_match=fingerprint_match,
+                    custom=custom_filters or (), include_siblings=include_siblings)
+        hits = await call(lambda b: b.memory.search(query, top_k, rf))
+        return {"results": hits, "count": len(hits)}
+
+    @mcp.tool(annotations=PURE_READ)
+    async def get_related(
+        zk_id: ZkId, depth: Annotated[int, Field(ge=1, le=3)] = 1
+    ) -> dict[str, Any]:
+        """Follow the knowledge graph from a note: linked notes up to ``depth`` hops away."""
+        return await call(lambda b: b.memory.related(zk_id, depth))
+
+    @mcp.tool(annotations=WRITE)
+    async def distill_to_permanent(zk_id: ZkId) -> dict[str, Any]:
+        """Promote a fleeting note to permanent knowledge: re-enriched, re-embedded, linked."""
+        res = await call(lambda b: b.memory.distill(zk_id))
+        return {"note": res.note, "linked": res.linked}
+
+    @mcp.tool(annotations=WRITE)
+    async def restore_note(zk_id: ZkId) -> dict[str, Any]:
+        """Bring back an archived note, or a forgotten one within its grace period."""
+        return await call(lambda b: b.memory.restore(zk_id))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def forget_memory(zk_id: ZkId) -> dict[str, Any]:
+        """Soft-delete a note: hidden everywhere at once, removed for good after the grace
+        period (default 7 days); restore_note undoes it until then."""
+        p = await call(lambda b: b.memory.forget(zk_id))
+        return {"zk_id": p["zk_id"], "forgotten": True, "forgotten_at": p.get("forgotten_at")}
+
+    @mcp.tool(annotations=PURE_READ)
+    async def brain_stats(ctx: Context) -> dict[str, Any]:  # noqa: ARG001 - keeps ctx typed
+        """Health check: counts by type and kind, graph size, backend, model, data dir."""
+        return await call(lambda b: b.stats())
+
+    return mcp
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start the stdio server (``python mcp_server.py``)."""
+    try:
+        settings = load_settings()
+    except ValueError as exc:
+        print(f"opencode-brain: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    setup_logging(settings.home, settings.log.level)
+    server = create_server(settings)
+    server.run(transport="stdio", show_banner=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Shared fixtures: isolated homes, brains on the offline or the real embedder, MCP clients."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from brain.app import Brain  # noqa: E402
+from brain.clock import ManualClock  # noqa: E402
+from brain.embedder import REGISTRY, HashEmbedder, build_embedder  # noqa: E402
+from config import Settings, load_settings  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own data dir and no stray configuration from the machine."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("BRAIN__HOME", str(home))
+    for name in list(os.environ):
+        if name.startswith("BRAIN__") and name != "BRAIN__HOME":
+            monkeypatch.delenv(name, raising=False)
+    for legacy in ("QDRANT_HOST", "QDRANT_PORT", "HUGGINGFACE_API_KEY", "EMBEDDING_MODEL"):
+        monkeypatch.delenv(legacy, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+@pytest.fixture
+def home(_isolated_home: Path) -> Path:
+    return _isolated_home
+
+
+@pytest.fixture
+def settings(home: Path) -> Settings:
+    return load_settings(home=home)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def hash_embedder() -> HashEmbedder:
+    return HashEmbedder(REGISTRY["offline/hash-384"])
+
+
+@pytest.fixture
+def brain(settings: Settings, clock: ManualClock) -> Iterator[Brain]:
+    """A brain on Qdrant Edge in a temp dir with the deterministic offline embedder."""
+    settings.embedding.model = "offline/hash-384"
+    b = Brain(settings, embedder=hash_embedder(), clock=clock).open()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def st_embedder():  # noqa: ANN201 - SentenceTransformerEmbedder
+    """The bundled all-MiniLM-L6-v2, loaded once per test session."""
+    emb = build_embedder(REGISTRY["sentence-transformers/all-MiniLM-L6-v2"])
+    emb.embed_query("warm up")
+    return emb
+
+
+@pytest.fixture
+def real_brain(settings: Settings, clock: ManualClock, st_embedder) -> Iterator[Brain]:  # noqa: ANN001
+    b = Brain(settings, embedder=st_embedder, clock=clock).open()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+async def client(brain: Brain):  # noqa: ANN201
+    """An in-process MCP client on a fresh server over the offline brain."""
+    from fastmcp import Client
+
+    from mcp_server import create_server
+
+    async with Client(create_server(brain=brain)) as c:
+        yield c
+
+
+@pytest.fixture
+async def real_client(real_brain: Brain):  # noqa: ANN201
+    from fastmcp import Client
+
+    from mcp_server import create_server
+
+    async with Client(create_server(brain=real_brain)) as c:
+        yield c
