@@ -8,6 +8,8 @@ result; ``BrainError`` becomes an MCP tool error carrying its stable code. Run i
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -169,11 +171,19 @@ def create_server(settings: Settings | None = None, brain: Brain | None = None) 
         """Health check: counts by type and kind, graph size, backend, model, data dir."""
         return await call(lambda b: b.stats())
 
+    for group in TOOL_GROUPS:
+        name = f"mcp_surface.{group}"
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(mcp, call)
     return mcp
 
 
+# Tool groups in mcp_surface/, registered after the core memory tools above.
+TOOL_GROUPS: tuple[str, ...] = ("workflow", "agentic", "sources", "files")
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Start the stdio server (``python mcp_server.py``)."""
+    """Start the stdio server (``python mcp_server.py``); ``--http`` serves streamable HTTP."""
     try:
         settings = load_settings()
     except ValueError as exc:

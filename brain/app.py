@@ -6,6 +6,7 @@ clock. ``open()`` / ``close()`` bracket its life (the MCP server's lifespan call
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from pathlib import Path
@@ -23,6 +24,9 @@ from brain.vector_store.base import Filter
 from config import Settings
 
 log = logging.getLogger(__name__)
+
+# Modules with background work, started in this order at open and stopped in reverse.
+HOOK_MODULES = ("brain.workers", "brain.agentic", "brain.sources.service", "brain.files.service")
 
 
 class Brain:
@@ -83,7 +87,72 @@ class Brain:
         )
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
+        for module in self._hook_modules():
+            module.start(self)
         return self
+
+    @staticmethod
+    def _hook_modules() -> list[Any]:
+        import importlib
+        import importlib.util
+
+        found = []
+        for name in HOOK_MODULES:
+            if importlib.util.find_spec(name) is not None:
+                found.append(importlib.import_module(name))
+        return found
+
+    # Services of later layers are built on first use from this Brain (the composition root);
+    # each module exposes ``build(brain)``. Modules in HOOK_MODULES also expose
+    # ``start(brain)`` / ``stop(brain)``, called at open and close, for their background work.
+
+    @functools.cached_property
+    def sessions(self) -> Any:
+        from brain.session import build
+
+        return build(self)
+
+    @functools.cached_property
+    def mistakes(self) -> Any:
+        from brain.mistakes import build
+
+        return build(self)
+
+    @functools.cached_property
+    def decay(self) -> Any:
+        from brain.decay import build
+
+        return build(self)
+
+    @functools.cached_property
+    def maintenance(self) -> Any:
+        from brain.maintenance import build
+
+        return build(self)
+
+    @functools.cached_property
+    def workers(self) -> Any:
+        from brain.workers import build
+
+        return build(self)
+
+    @functools.cached_property
+    def agentic(self) -> Any:
+        from brain.agentic import build
+
+        return build(self)
+
+    @functools.cached_property
+    def sources(self) -> Any:
+        from brain.sources.service import build
+
+        return build(self)
+
+    @functools.cached_property
+    def files(self) -> Any:
+        from brain.files.service import build
+
+        return build(self)
 
     def _memory_config(self) -> MemoryConfig:
         s = self.settings
@@ -132,6 +201,11 @@ class Brain:
         if not self._opened:
             return
         self._stop.set()
+        for module in reversed(self._hook_modules()):
+            try:
+                module.stop(self)
+            except Exception:  # noqa: BLE001 - closing goes on
+                log.exception("close hook failed")
         for t in self._threads:
             t.join(timeout=10)
         try:

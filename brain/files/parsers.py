@@ -145,9 +145,9 @@ def _parse_pdf(data: bytes) -> ParsedDocument:
         raise ParseError(f"malformed PDF: {exc}") from exc
     if reader.is_encrypted:
         try:  # owner-password-only PDFs open with an empty user password
-            opened = reader.decrypt("")
+            opened = bool(reader.decrypt(""))
         except (DependencyError, NotImplementedError, PdfReadError, ValueError):
-            opened = 0
+            opened = False
         if not opened:
             raise ParseError("encrypted PDF: decrypt it first")
     parts: list[str] = []
