@@ -18,6 +18,8 @@ from brain.embedder import Embedder
 from brain.enrich import enrich
 from brain.errors import Conflict, ContentTooLarge, InvalidArgument, NoteNotFound
 from brain.graph import LinkGraph
+from brain.identity import Identity
+from brain.identity import resolve as resolve_identity
 from brain.notes import (
     CONTEXTUAL_KINDS,
     MEMORY_TYPES,
@@ -166,6 +168,10 @@ class MemoryService:
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def identity(self) -> Identity:
+        return resolve_identity(self.cfg.user_id, self.cfg.agent_id)
+
     def _emit(self, event: str, payload: dict[str, Any]) -> None:
         for listener in self.listeners:
             try:
@@ -259,8 +265,8 @@ class MemoryService:
                 "access_count": 0,
                 "last_accessed": "",
                 "last_accessed_ts": 0.0,
-                "user_id": self.cfg.user_id,
-                "agent_id": self.cfg.agent_id,
+                "user_id": self.identity.user_id,
+                "agent_id": self.identity.agent_id,
                 "visibility": visibility,
                 "salience": 1.0 if pinned else 0.5,
                 "embed_model": self.meta.model,
@@ -466,10 +472,11 @@ class MemoryService:
             must.append(Range("salience", gte=float(rf.min_salience)))
         if rf.fingerprint_match:
             must.append(Match("embed_model", self.meta.model))
+        must.append(Match("user_id", self.identity.user_id))
         if not rf.include_siblings:
             # Private notes of sibling agents stay invisible unless asked for.
             must.append(Filter(should=(Match("visibility", "shared"),
-                                       Match("agent_id", self.cfg.agent_id))))
+                                       Match("agent_id", self.identity.agent_id))))
         for rule in rf.custom:
             must.append(_custom_condition(rule))
         base = NOTE_FILTER

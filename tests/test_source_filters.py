@@ -205,7 +205,6 @@ def test_categorize(rel: str, text: str | None, category: str) -> None:
 
 
 def test_frontmatter_capture_is_whitelisted() -> None:
-    text = FM.replace("---\n#", "---\n#") + "secret: nope\n"
     text = "---\nid: deploy\nname: Deploy\ntoken: hunter2\ncredential_ids:\n  - gh\n---\nbody"
     category, capture = categorize(".claude/agents/deploy.md", text)
     assert category == "agents"

@@ -31,6 +31,14 @@ from brain.sources.walker import is_binary, walk_source
 ENGINES = ("rg", "git-grep", "grep", "python")
 MAX_SNIPPET = 300
 MAX_GREP_FILE = "20M"
+_REGEX_ERROR_MARKERS = (
+    "regex parse error",
+    "in a regex",
+    "error parsing regex",
+    "invalid regular expression",
+    "unmatched",
+    "pcre",
+)
 _FIX_HINT = "escape special characters (for example \\( or \\.) or pass fixed=true"
 
 
@@ -319,7 +327,7 @@ def _read_hits(proc: subprocess.Popen, parse: Callable, q: _Query, col: _Collect
 
 def _raise_pattern_error(engine: str, pattern: str, stderr: str) -> None:
     lowered = stderr.lower()
-    if any(word in lowered for word in ("regex", "parse error", "pattern", "unmatched", "pcre")):
+    if any(marker in lowered for marker in _REGEX_ERROR_MARKERS):
         message = stderr.strip().splitlines()
         detail = " ".join(line.strip() for line in message[:6])
         raise InvalidArgument(
