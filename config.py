@@ -106,6 +106,17 @@ class LLMSettings(_Section):
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds")
     max_retries: int = Field(2, ge=0, le=10, description="Retries with backoff per request")
     daily_token_cap: int = Field(0, ge=0, description="Tokens per UTC day; 0 = no cap")
+    enrichment: bool = Field(
+        True, description="Run LLM enrichment in the background when a model is configured"
+    )
+    backfill: bool = Field(
+        True, description="At start, queue notes still heuristic that never had an LLM job"
+    )
+    job_max_attempts: int = Field(4, ge=1, le=20, description="Tries per enrichment job")
+    job_backoff_s: float = Field(30.0, ge=0, description="First retry delay of a failed job")
+    evolve_threshold: float = Field(
+        0.6, ge=0, le=1, description="Link similarity above which the older note evolves"
+    )
 
 
 class DecaySettings(_Section):
@@ -113,6 +124,9 @@ class DecaySettings(_Section):
     stale_accesses: int = Field(2, ge=0, description="Accesses that make a note immune")
     score_threshold: float = Field(0.3, ge=0, le=1, description="decay_score below which to archive")
     half_life_days: float = Field(30.0, gt=0, description="Half-life of salience decay, days")
+    importance_cap: int = Field(
+        10, ge=1, description="Accesses at which access importance reaches 1 (log scale)"
+    )
 
 
 class ForgetSettings(_Section):
@@ -137,6 +151,7 @@ class ObsidianSettings(_Section):
     host: str = Field("http://localhost:27123", description="Obsidian Local REST API URL")
     subfolder: str = Field("brain", description="Folder in the vault for notes")
     vault_path: str = Field("", description="Write straight into this vault folder instead")
+    timeout_s: float = Field(5.0, gt=0, description="Timeout of one Local REST API request")
 
 
 class GraphSettings(_Section):
@@ -153,6 +168,11 @@ class FilesSettings(_Section):
     chunk_tokens: int = Field(0, ge=0, description="Chunk size in tokens; 0 = model max")
     overlap_tokens: int = Field(32, ge=0, description="Overlap between chunks, tokens")
     max_chunks: int = Field(1024, ge=1, description="Chunks per file at most")
+    embed_batch: int = Field(64, ge=1, le=1024, description="Chunks embedded per batch")
+    embed_retries: int = Field(3, ge=0, le=10, description="Retries of a failed embedding batch")
+    retry_backoff_s: float = Field(
+        0.5, ge=0, description="First retry delay, seconds; doubles on each retry"
+    )
 
 
 class SyncSettings(_Section):
@@ -160,6 +180,8 @@ class SyncSettings(_Section):
     max_scan_files: int = Field(200_000, ge=1, description="Files walked per source at most")
     debounce_s: float = Field(0.3, ge=0, description="Watcher debounce before a targeted sync")
     poll_interval_s: float = Field(60.0, gt=0, description="Scheduler poll of interval sources")
+    embed_batch: int = Field(128, ge=1, le=4096, description="Chunks per embedding call in a sync")
+    grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
 
 
 class LogSettings(_Section):
@@ -367,3 +389,31 @@ def iter_settings_table() -> list[tuple[str, str, str]]:
         else:
             rows.append((f"{ENV_PREFIX}{name.upper()}", str(field.default), field.description or ""))
     return rows
+
+
+def render_env_example() -> str:
+    """The text of ``.env.example``: every setting, commented out at its default."""
+    out = [
+        "# opencode-brain settings. Copy to .env and uncomment what you change.",
+        "# Generic form: BRAIN__SECTION__FIELD (also settable in brain.toml as [section] field).",
+        "",
+    ]
+    section = ""
+    for env, default, desc in iter_settings_table():
+        parts = env.split("__")
+        sec = parts[1] if len(parts) > 2 else "general"
+        if sec != section:
+            section = sec
+            out += ["", f"# ---- [{sec.lower()}]"]
+        value = default.strip("'") if default not in ("None", "''") else ""
+        out.append(f"# {desc}" if desc else f"# {env}")
+        out.append(f"# {env}={value}")
+    out += [
+        "",
+        "# ---- Legacy OpenCode Brain names (accepted as aliases of the fields above)",
+        "# QDRANT_HOST=localhost        # with QDRANT_PORT: a Qdrant server instead of the embedded store",
+        "# QDRANT_PORT=6333",
+    ]
+    for name, (sec, field) in LEGACY_ALIASES.items():
+        out.append(f"# {name}=                      # = BRAIN__{sec.upper()}__{field.upper()}")
+    return "\n".join(out) + "\n"

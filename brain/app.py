@@ -20,7 +20,7 @@ from brain.graph import LinkGraph
 from brain.memory import MemoryConfig, MemoryService
 from brain.store_meta import StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
-from brain.vector_store.base import Filter
+from brain.vector_store.base import INDEX_MIN_POINTS, Filter
 from config import Settings
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,9 @@ class Brain:
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
         for module in self._hook_modules():
-            module.start(self)
+            start = getattr(module, "start", None)
+            if start is not None:
+                start(self)
         return self
 
     @staticmethod
@@ -186,11 +188,17 @@ class Brain:
             self.graph.save()
 
     def _graph_saver(self) -> None:
+        ticks = 0
         while not self._stop.wait(2.0):
+            ticks += 1
             try:
                 self.save_graph()
+                if ticks % 30 == 0 and self.store.count() >= INDEX_MIN_POINTS:
+                    created = self.store.ensure_indexes()
+                    if created:
+                        log.info("created %d payload indexes", created)
             except Exception:  # noqa: BLE001 - retried on the next tick
-                log.exception("graph cache save failed")
+                log.exception("housekeeping failed")
 
     def _start_thread(self, name: str, target: Any) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -202,8 +210,11 @@ class Brain:
             return
         self._stop.set()
         for module in reversed(self._hook_modules()):
+            stop = getattr(module, "stop", None)
+            if stop is None:
+                continue
             try:
-                module.stop(self)
+                stop(self)
             except Exception:  # noqa: BLE001 - closing goes on
                 log.exception("close hook failed")
         for t in self._threads:

@@ -91,6 +91,25 @@ def build_payload(memory: MemoryService, note: BulkNote, now: str, ts: float) ->
     }
 
 
+def _unique_ids(memory: MemoryService, payloads: list[dict[str, Any]], seen: set[str]) -> None:
+    """Re-draw ids that collide in this import or in the store (32-bit ids: at 100k notes a
+    collision is likely, and an upsert would silently overwrite)."""
+    while True:
+        clash = {p["zk_id"] for p in payloads if p["zk_id"] in seen}
+        ids = [point_id(p["zk_id"]) for p in payloads]
+        stored = {pt.payload.get("zk_id") for pt in memory.store.retrieve(ids)}
+        batch_seen: set[str] = set()
+        for p in payloads:
+            z = p["zk_id"]
+            if z in clash or z in stored or z in batch_seen:
+                p["zk_id"] = new_zk_id()
+                clash.add("retry")
+            batch_seen.add(p["zk_id"])
+        if "retry" not in clash:
+            seen.update(batch_seen)
+            return
+
+
 def bulk_add(
     memory: MemoryService,
     notes: Iterable[BulkNote | str],
@@ -107,12 +126,14 @@ def bulk_add(
         raise ValueError("batch must be >= 1")
     result = BulkResult([])
     pending: list[BulkNote] = []
+    seen: set[str] = set()
 
     def flush() -> None:
         if not pending:
             return
         now, ts = memory._now()
         payloads = [build_payload(memory, n, now, ts) for n in pending]
+        _unique_ids(memory, payloads, seen)
         dense = memory.embedder.embed_documents([embed_text(p) for p in payloads])
         points = [
             Point(point_id(p["zk_id"]), p, dense[i].tolist(), memory.bm25.document(keyword_text(p)))
@@ -133,4 +154,8 @@ def bulk_add(
         if len(pending) >= batch:
             flush()
     flush()
+    ensure = getattr(memory.store, "ensure_indexes", None)
+    if ensure is not None:
+        # A store that grew by a bulk import gets its payload indexes now, not at next open.
+        ensure()
     return result

@@ -26,7 +26,10 @@ COMMAND_MODULES = (
 
 @contextmanager
 def open_brain(**overrides: Any) -> Iterator[Any]:
-    """A Brain on the configured data dir, closed on exit; config errors exit with code 2."""
+    """A Brain on the configured data dir, closed on exit; config errors exit with code 2.
+
+    Raises ``StoreLocked`` ("served by pid N; stop it or retry") while a server owns it.
+    """
     from brain.app import Brain
     from brain.logs import setup_logging
     from config import load_settings
@@ -37,11 +40,15 @@ def open_brain(**overrides: Any) -> Iterator[Any]:
         print(f"brain: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     setup_logging(settings.home, settings.log.level)
-    brain = Brain(settings).open()
-    try:
-        yield brain
-    finally:
-        brain.close()
+    from brain.owner import exclusive
+
+    # One process owns a data dir; a running server keeps it, and this says so (StoreLocked).
+    with exclusive(settings.home, "cli"):
+        brain = Brain(settings).open()
+        try:
+            yield brain
+        finally:
+            brain.close()
 
 
 def print_json(data: Any) -> None:

@@ -13,6 +13,7 @@ Every vector is L2-normalised. Encoding is batched; callers on an event loop run
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
@@ -105,12 +106,8 @@ def resolve_record(model: str, dimension: int = 0) -> ModelRecord:
             dimension=dimension,
         )
     if dimension:
-        record = ModelRecord(**{**_as_dict(record), "dimension": dimension})
+        record = dataclasses.replace(record, dimension=dimension)
     return record
-
-
-def _as_dict(record: ModelRecord) -> dict[str, object]:
-    return {f: getattr(record, f) for f in record.__dataclass_fields__}
 
 
 class Embedder(Protocol):

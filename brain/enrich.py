@@ -11,14 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing done down during each else few for
-    from further had has have having he her here hers him his how i if in into is it its itself
-    just let like may me might more most must my no nor not now of off on once only or other our
-    out over own same she should so some such than that the their them then there these they this
-    those through to too under until up use used uses using very was we were what when where which
-    while who whom why will with would you your yours via get gets got set sets one two new make
-    makes need needs want should shall still yet per etc e g ie eg""".split()
+    ["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "down", "during", "each", "else", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "like", "may", "me", "might", "more", "most", "must", "my", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "use", "used", "uses", "using", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "via", "get", "gets", "got", "set", "sets", "one", "two", "new", "make", "makes", "need", "needs", "want", "should", "shall", "still", "yet", "per", "etc", "e", "g", "ie", "eg"]
 )
 
 # Keyword -> tag. Small on purpose: tags are coarse, searchable categories.

@@ -140,6 +140,7 @@ class _Collector:
         self.timed_out = False
         self.glob_spec = pathspec.GitIgnoreSpec.from_lines([glob]) if glob else None
         self.py_re = py_re
+        self._files: dict[tuple[Path, str], tuple[str, Path] | None] = {}
 
     @property
     def stopped(self) -> bool:
@@ -149,19 +150,30 @@ class _Collector:
 
     def offer(self, q: _Query, rel: str, line: int, text: str) -> bool:
         """Add a hit if the filter admits it; False once no more hits are wanted."""
-        rel = rel.replace(os.sep, "/").removeprefix("./")
-        if rel.startswith("../") or not q.flt.admits(rel):
-            return not self.stopped
-        if self.glob_spec is not None and not self.glob_spec.match_file(rel):
-            return not self.stopped
-        abs_path = q.root / rel
-        if abs_path.is_symlink() and not _inside(q.root, abs_path):
+        key = (q.root, rel)
+        if key in self._files:  # a file's verdict is computed once, not per matching line
+            found = self._files[key]
+        else:
+            found = self._files[key] = self._admit(q, rel)
+        if found is None:
             return not self.stopped
         if len(self.hits) >= self.limit:
             self.truncated = True
             return False
-        self.hits.append(GrepHit(rel, abs_path, line, self._snippet(text), q.root))
+        self.hits.append(GrepHit(found[0], found[1], line, self._snippet(text), q.root))
         return not self.stopped
+
+    def _admit(self, q: _Query, raw: str) -> tuple[str, Path] | None:
+        """(rel, absolute path) when the file may be returned, else None."""
+        rel = raw.replace(os.sep, "/").removeprefix("./")
+        if rel.startswith("../") or not q.flt.admits(rel):
+            return None
+        if self.glob_spec is not None and not self.glob_spec.match_file(rel):
+            return None
+        abs_path = q.root / rel
+        if abs_path.is_symlink() and not _inside(q.root, abs_path):
+            return None
+        return rel, abs_path
 
     def _snippet(self, text: str) -> str:
         text = text.rstrip("\r\n")

@@ -22,6 +22,8 @@ KEYWORD_FIELDS = (
 )
 FLOAT_FIELDS = ("created_ts", "updated_ts", "last_accessed_ts", "salience", "forgotten_ts")
 BOOL_FIELDS = ("pinned", "forgotten")
+# Below this many points a scan beats an index; Edge creates its payload indexes past it.
+INDEX_MIN_POINTS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,12 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
     def info(self) -> StoreInfo: ...
+
+    def ensure_indexes(self) -> int:
+        """Create missing payload indexes; returns how many were created."""
+
+    def optimize(self) -> bool:
+        """Build index structures now (Edge runs no background optimizer)."""
 
 
 def scroll_all(

@@ -18,6 +18,7 @@ from brain.vector_store.base import (
     BOOL_FIELDS,
     DENSE,
     FLOAT_FIELDS,
+    INDEX_MIN_POINTS,
     KEYWORD_FIELDS,
     SPARSE,
     Filter,
@@ -31,11 +32,28 @@ from brain.vector_store.base import (
     StoreInfo,
 )
 
+# qdrant-edge-py 0.9.0 never matches a boolean payload value (MatchValue(True) finds nothing,
+# indexed or not). Each boolean field of BOOL_FIELDS is mirrored into a keyword shadow field
+# that filters use; the shadow is stripped on the way out, so callers never see it.
+_SHADOW = "_b_"
+
+
+def _shadow(payload: dict[str, Any]) -> dict[str, Any]:
+    extra = {_SHADOW + k: "true" if payload[k] else "false" for k in BOOL_FIELDS if k in payload}
+    return {**payload, **extra} if extra else payload
+
+
+def _unshadow(payload: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (payload or {}).items() if not k.startswith(_SHADOW)}
+
 
 def _condition(cond: Any) -> Any:
     if isinstance(cond, Filter):
         return _filter(cond)
     if isinstance(cond, Match):
+        if isinstance(cond.value, bool):
+            value = "true" if cond.value else "false"
+            return qe.FieldCondition(key=_SHADOW + cond.key, match=qe.MatchValue(value))
         return qe.FieldCondition(key=cond.key, match=qe.MatchValue(cond.value))
     if isinstance(cond, MatchAny):
         return qe.FieldCondition(key=cond.key, match=qe.MatchAny(list(cond.values)))
@@ -77,7 +95,7 @@ def _from_record(rec: Any, with_vectors: bool) -> Point:
         if SPARSE in vec:
             sv = vec[SPARSE]
             sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
-    return Point(id=str(rec.id), payload=dict(rec.payload or {}), dense=dense, sparse=sparse)
+    return Point(id=str(rec.id), payload=_unshadow(rec.payload), dense=dense, sparse=sparse)
 
 
 class EdgeStore:
@@ -109,17 +127,31 @@ class EdgeStore:
                     path=str(self.path),
                 ) from exc
             raise StoreError(f"cannot open Qdrant Edge shard at {self.path}: {exc}") from exc
-        if fresh:
-            self._create_indexes()
+        if self.count() >= INDEX_MIN_POINTS:
+            self.ensure_indexes()
 
-    def _create_indexes(self) -> None:
+    def ensure_indexes(self) -> int:
+        """Create the payload indexes that are missing; returns how many were created.
+
+        A small store is scanned faster than it is indexed (each index costs ~50 ms to create),
+        so indexes are created once the store holds INDEX_MIN_POINTS points."""
         shard = self._require()
-        for name in KEYWORD_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
-        for name in FLOAT_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Float))
-        for name in BOOL_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Bool))
+        have = set(shard.info().payload_schema)
+        wanted = [(n, qe.PayloadSchemaType.Keyword) for n in KEYWORD_FIELDS]
+        wanted += [(n, qe.PayloadSchemaType.Float) for n in FLOAT_FIELDS]
+        wanted += [(_SHADOW + n, qe.PayloadSchemaType.Keyword) for n in BOOL_FIELDS]
+        created = 0
+        with self._write_lock:
+            for name, schema in wanted:
+                if name not in have:
+                    shard.update(qe.UpdateOperation.create_field_index(name, schema))
+                    created += 1
+        return created
+
+    def optimize(self) -> bool:
+        """Build the HNSW and payload structures of full segments (blocking)."""
+        with self._write_lock:
+            return bool(self._require().optimize())
 
     def _require(self) -> qe.EdgeShard:
         if self._shard is None:
@@ -149,7 +181,7 @@ class EdgeStore:
     def upsert(self, points: Sequence[Point]) -> None:
         if not points:
             return
-        pts = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
+        pts = [qe.Point(p.id, _vectors(p), _shadow(p.payload)) for p in points]
         with self._write_lock:
             self._require().update(qe.UpdateOperation.upsert_points(pts))
 
@@ -157,7 +189,7 @@ class EdgeStore:
         if not ids:
             return
         with self._write_lock:
-            self._require().update(qe.UpdateOperation.set_payload(list(ids), payload))
+            self._require().update(qe.UpdateOperation.set_payload(list(ids), _shadow(payload)))
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:
@@ -167,7 +199,7 @@ class EdgeStore:
 
     def delete_by_filter(self, flt: Filter) -> None:
         with self._write_lock:
-            self._require().update(qe.UpdateOperation.delete_points_by_filter(_filter(flt)))
+            self._require().update(qe.UpdateOperation.delete_points_by_filter(_filter(flt) or qe.Filter()))
 
     # -- reads ------------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:
@@ -186,7 +218,7 @@ class EdgeStore:
             with_payload=True,
             params=qe.SearchParams(exact=True) if exact else None,
         )
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._require().query(req)]
+        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in self._require().query(req)]
 
     def query_sparse(self, vector: SparseVector, flt: Filter | None, limit: int) -> list[Hit]:
         if not vector.indices:
@@ -198,7 +230,7 @@ class EdgeStore:
             filter=_filter(flt),
             with_payload=True,
         )
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._require().query(req)]
+        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in self._require().query(req)]
 
     def scroll(
         self,

@@ -134,6 +134,12 @@ class QdrantClientStore:
     def flush(self) -> None:
         return None
 
+    def ensure_indexes(self) -> int:
+        return 0  # created with the collection on a server; local mode has none
+
+    def optimize(self) -> bool:
+        return False  # a server optimizes in the background
+
     def close(self) -> None:
         self._call(self._client.close)
 
@@ -156,7 +162,7 @@ class QdrantClientStore:
             self._call(self._client.delete, self.collection, selector, wait=True)
 
     def delete_by_filter(self, flt: Filter) -> None:
-        selector = models.FilterSelector(filter=_filter(flt))
+        selector = models.FilterSelector(filter=_filter(flt) or models.Filter())
         self._call(self._client.delete, self.collection, selector, wait=True)
 
     def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:

@@ -1,0 +1,268 @@
+"""Agentic memory: background LLM enrichment, typed links, evolution, deep search,
+consolidation and the Obsidian mirror, as one service (``brain.agentic``).
+
+The write path never waits on a model. ``memory.listeners`` hands each written note
+("added", "updated", "distilled") to a durable SQLite queue (one insert); a worker thread
+runs the jobs (see ``enrichment.py``). Decisions:
+
+- No model configured (no ``llm.base_url`` and no ``llm.api_key``), or ``llm.enrichment``
+  off: enrichment stays heuristic and nothing is queued; ``status()`` says
+  ``enrichment_mode = "heuristic"``. When a model is configured later, a start-up sweep
+  (``llm.backfill``) queues every still-heuristic note without an open or failed job.
+- The same sweep closes the gaps of the listener: a process killed between the note's
+  store write and the queue insert, or a power loss eating the last WAL commits.
+- A failed job (junk reply, HTTP error, timeout) keeps the heuristic fields, is counted and
+  retried with exponential backoff up to ``llm.job_max_attempts``, then marked failed.
+- The daily token cap pauses the queue (``queue.paused``) without spending attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from brain.agentic.consolidation import consolidate
+from brain.agentic.deep_search import deep_search
+from brain.agentic.enrichment import EnrichConfig, Enricher, Interrupted, Paused, StepFailed
+from brain.agentic.obsidian import ObsidianMirror
+from brain.agentic.queue import Job, JobQueue
+from brain.errors import NoteNotFound
+from brain.memory import RecallFilter
+from brain.model_router import ModelRouter
+
+log = logging.getLogger(__name__)
+
+ENRICH = "enrich"
+_EVENTS = ("added", "updated", "distilled")
+
+
+class AgenticService:
+    def __init__(self, brain: Any) -> None:
+        s = brain.settings
+        self.brain = brain
+        self.router = ModelRouter(
+            base_url=s.llm.base_url, api_key=s.llm.api_key, provider=s.llm.provider,
+            fast_model=s.llm.fast_model, hard_model=s.llm.hard_model,
+            timeout_s=s.llm.timeout_s, max_retries=s.llm.max_retries,
+            daily_token_cap=s.llm.daily_token_cap, usage_path=brain.home / "llm_usage.json",
+            clock=brain.clock,
+        )
+        self.enabled = self.router.configured and s.llm.enrichment
+        self.max_attempts = s.llm.job_max_attempts
+        self.backoff_s = s.llm.job_backoff_s
+        self.poll_s = min(5.0, s.workers["enrichment"].interval_s) if "enrichment" in s.workers \
+            else 1.0
+        self.queue: JobQueue | None = (
+            JobQueue(brain.home / "agentic" / "jobs.sqlite3") if self.enabled else None
+        )
+        self._stop = threading.Event()
+        self.mirror = ObsidianMirror(
+            self._load_note, api_key=s.obsidian.api_key, host=s.obsidian.host,
+            subfolder=s.obsidian.subfolder, vault_path=s.obsidian.vault_path,
+            timeout_s=s.obsidian.timeout_s,
+        )
+        self.enricher = Enricher(
+            brain, self.router,
+            EnrichConfig(s.memory.link_candidates, s.llm.evolve_threshold),
+            on_changed=self.mirror.enqueue, stopping=self._stop.is_set,
+        )
+        self.jobs = {"done": 0, "retried": 0, "failed": 0, "paused": 0, "errors": 0}
+        self._thread: threading.Thread | None = None
+        self._busy = False
+        self._paused = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        memory = self.brain.memory
+        if self.mirror.mode != "off":
+            memory.listeners.append(self.mirror.on_event)
+            self.mirror.start()
+        if self.queue is None or self._thread is not None:
+            return
+        recovered = self.queue.recover()
+        if recovered:
+            log.info("enrichment: %d interrupted job(s) will run again", recovered)
+        memory.listeners.append(self._on_event)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._worker, name="agentic-enrichment",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 3.0) -> None:
+        memory = getattr(self.brain, "memory", None)
+        for listener in (self._on_event, self.mirror.on_event):
+            if memory is not None and listener in memory.listeners:
+                memory.listeners.remove(listener)
+        self._stop.set()
+        if self.queue is not None:
+            self.queue.wakeup.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            alive = self._thread.is_alive()
+            self._thread = None
+            if alive:  # stuck in a model call: its job stays running and is re-run next start
+                log.warning("enrichment worker still busy at close; its job resumes next start")
+        self.mirror.stop()
+        if self.queue is not None and not self._busy:
+            self.queue.close()
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until no job is pending or running and the mirror is idle. True if drained."""
+        deadline = time.monotonic() + timeout
+        while self.queue is not None:
+            counts = self.queue.counts()
+            if counts["pending"] == 0 and counts["running"] == 0 and not self._busy:
+                break
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return self.mirror.drain(max(0.0, deadline - time.monotonic()))
+
+    # -- feeding ----------------------------------------------------------------------------
+    def _on_event(self, event: str, payload: dict[str, Any]) -> None:
+        if event in _EVENTS and self.queue is not None:
+            self.queue.enqueue(payload["zk_id"], ENRICH)
+
+    def enqueue(self, zk_id: str) -> bool:
+        """Queue (re-)enrichment of one note; False when LLM enrichment is off or queued."""
+        return self.queue.enqueue(zk_id, ENRICH) if self.queue is not None else False
+
+    def _backfill(self) -> int:
+        assert self.queue is not None
+        heuristic = [p["zk_id"] for p in self.brain.memory.notes()
+                     if p.get("enriched_by") == "heuristic" and not p.get("forgotten")
+                     and p.get("memory_type") in ("permanent", "fleeting")]
+        covered = self.queue.open_or_failed(heuristic)
+        missing = [z for z in heuristic if z not in covered]
+        for zk_id in missing:
+            self.queue.enqueue(zk_id, ENRICH)
+        if missing:
+            log.info("enrichment backfill: queued %d heuristic note(s)", len(missing))
+        return len(missing)
+
+    # -- the worker -------------------------------------------------------------------------
+    def _worker(self) -> None:
+        assert self.queue is not None
+        if self.brain.settings.llm.backfill:
+            try:
+                self._backfill()
+            except Exception:  # noqa: BLE001 - the queue still runs
+                log.exception("enrichment backfill failed")
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except Exception:  # noqa: BLE001 - e.g. store closing under us; retried
+                log.exception("enrichment worker step failed")
+                self._stop.wait(self.poll_s)
+
+    def _step(self) -> None:
+        assert self.queue is not None
+        self._paused = bool(self.router.status()["paused_by_cap"])
+        if self._paused:
+            self._stop.wait(self.poll_s)
+            return
+        self.queue.wakeup.clear()
+        self._busy = True
+        try:
+            job = self.queue.claim()
+            if job is not None:
+                self._run(job)
+                return
+        finally:
+            self._busy = False
+        due = self.queue.next_due_in()
+        self.queue.wakeup.wait(self.poll_s if due is None else min(due, self.poll_s))
+
+    def _run(self, job: Job) -> None:
+        assert self.queue is not None
+        try:
+            outcome = self.enricher.run(job.zk_id)
+        except Paused as exc:
+            self.jobs["paused"] += 1
+            self.queue.retry(job.id, str(exc), self.poll_s, count_attempt=False)
+            return
+        except Interrupted as exc:
+            self.queue.retry(job.id, str(exc), 0.0, count_attempt=False)
+            return
+        except Exception as exc:  # noqa: BLE001 - StepFailed or anything else: retried
+            if not isinstance(exc, StepFailed) and not self._stop.is_set():
+                self.jobs["errors"] += 1
+                log.exception("enrichment of %s failed", job.zk_id)
+            if job.attempts >= self.max_attempts:
+                self.jobs["failed"] += 1
+                self.queue.fail(job.id, str(exc))
+            else:
+                self.jobs["retried"] += 1
+                self.queue.retry(job.id, str(exc), self.backoff_s * 2 ** (job.attempts - 1))
+            return
+        self.queue.complete(job.id)
+        self.jobs["done"] += 1
+        log.debug("enrichment of %s: %s", job.zk_id, outcome)
+
+    # -- reporting --------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        counts = self.queue.counts() if self.queue is not None else dict.fromkeys(
+            ("pending", "running", "done", "failed"), 0)
+        llm = self.router.status()
+        return {
+            "llm": llm,
+            "enrichment_mode": "llm" if self.enabled else "heuristic",
+            "queue": {**counts, "paused": bool(llm["paused_by_cap"]),
+                      "paused_reason": "daily token cap reached" if llm["paused_by_cap"] else ""},
+            "jobs": dict(self.jobs),
+            "fallbacks": self.enricher.counters["fallbacks"],
+            "enrichment": dict(self.enricher.counters),
+            "obsidian": self.mirror.status(),
+        }
+
+    # -- tools ------------------------------------------------------------------------------
+    def deep_search(
+        self, query: str, rf: RecallFilter | None = None, hops: int = 2, top_k: int = 10
+    ) -> dict[str, Any]:
+        return deep_search(self.brain.memory, query, rf, hops, top_k)
+
+    def consolidate_clusters(
+        self,
+        project: str,
+        dry_run: bool = True,
+        selected_cluster_ids: Sequence[str] | None = None,
+        min_similarity: float = 0.9,
+        min_link_similarity: float = 0.75,
+        max_clusters: int = 20,
+    ) -> dict[str, Any]:
+        result = consolidate(
+            self.brain.memory, self.router, project, dry_run, selected_cluster_ids,
+            min_similarity, min_link_similarity, max_clusters,
+        )
+        if not dry_run:
+            self.brain.save_graph()
+            for item in result["applied"]:
+                for zk_id in [item["merged_note"], *item["archived"]]:
+                    self.mirror.enqueue(zk_id)
+        return result
+
+    def _load_note(self, zk_id: str) -> dict[str, Any] | None:
+        try:
+            return self.brain.memory.get_payload(zk_id)
+        except NoteNotFound:
+            return None
+
+
+def build(brain: Any) -> AgenticService:
+    return AgenticService(brain)
+
+
+def start(brain: Any) -> None:
+    brain.agentic.start()
+
+
+def stop(brain: Any) -> None:
+    service = brain.__dict__.get("agentic")  # never build the service just to stop it
+    if service is not None:
+        service.stop()
+
+
+__all__ = ["AgenticService", "build", "start", "stop"]

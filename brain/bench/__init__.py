@@ -1,0 +1,152 @@
+"""The benchmark suite: recall on public data (LoCoMo, CoSQA) and speed at scale.
+
+Everything is measured THROUGH THE PUBLIC TOOLS: an in-process MCP client over
+``create_server(brain=...)`` stores with ``add_memory`` and queries with ``search_memory``
+(and ``deep_search`` when that tool is listed). Only the scale loads of the speed benchmark
+(10k / 100k notes) use :mod:`brain.bulk` directly, which writes the same payloads.
+
+fastmcp and ``mcp_server`` are imported lazily, at run time, so ``brain/`` keeps no import of
+the MCP layer (the layering rule); the bench is a client of the server, like any agent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA_ENV = "BRAIN_BENCH_DATA"
+
+
+def data_dir(explicit: str | Path | None = None) -> Path:
+    """Where locomo10.json and cosqa-dev.json live: ``--data``, $BRAIN_BENCH_DATA, or
+    ``../shared/bench`` next to the project root."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser()
+    return ROOT.parent / "shared" / "bench"
+
+
+@dataclass(slots=True)
+class BenchContext:
+    """What every benchmark gets: the embedder (shared, loaded once), options, a log."""
+
+    embedder: Any
+    data: Path
+    quick: bool = False
+    log: Callable[[str], None] = print
+    deep: bool = True  # query deep_search too when the tool is listed
+    sections: dict[str, Any] = field(default_factory=dict)  # settings overrides (tests)
+    notes: list[str] = field(default_factory=list)
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="brain-bench-")))
+
+    def open_brain(self, name: str, **sections: Any) -> Any:
+        return open_brain(self.home(name), self.embedder, **{**self.sections, **sections})
+
+    def home(self, name: str) -> Path:
+        path = self.scratch / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def open_brain(home: Path, embedder: Any, **sections: dict[str, Any]) -> Any:
+    """A Brain on a fresh data dir with the default configuration (``sections`` override
+    settings sections, e.g. ``retrieval={"fusion": "rrf"}``)."""
+    from brain.app import Brain
+    from config import load_settings
+
+    settings = load_settings(home=home, **sections)
+    return Brain(settings, embedder=embedder).open()
+
+
+def set_fusion(brain: Any, **fields: Any) -> None:
+    """Switch the query-time retrieval settings of an open brain (baselines, ablations)."""
+    brain.memory.cfg = replace(brain.memory.cfg, **fields)
+
+
+@asynccontextmanager
+async def mcp_client(brain: Any) -> AsyncIterator[Any]:
+    """An in-process fastmcp Client over ``create_server(brain=brain)``."""
+    fastmcp = importlib.import_module("fastmcp")
+    server = importlib.import_module("mcp_server").create_server(brain=brain)
+    async with fastmcp.Client(server) as client:
+        yield client
+
+
+async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    res = await client.call_tool(tool, args)
+    data = res.structured_content
+    if data is None:
+        raise RuntimeError(f"{tool} returned no structured content")
+    return dict(data)
+
+
+async def tool_names(client: Any) -> set[str]:
+    return {t.name for t in await client.list_tools()}
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    if not samples_ms:
+        return {"p50": 0.0, "p95": 0.0, "n": 0}
+    xs = sorted(samples_ms)
+    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return {"p50": round(statistics.median(xs), 2), "p95": round(p95, 2), "n": len(xs)}
+
+
+def peak_rss_mb() -> float:
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(kb / 1024, 1)
+
+
+def machine_info() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        model = platform.processor()
+    try:
+        import torch
+
+        torch_version = torch.__version__
+        threads = torch.get_num_threads()
+    except ImportError:
+        torch_version, threads = "", 0
+    try:
+        import qdrant_edge
+
+        edge = getattr(qdrant_edge, "__version__", "")
+    except ImportError:
+        edge = ""
+    if not edge:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            edge = version("qdrant-edge-py")
+        except PackageNotFoundError:
+            edge = ""
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": model,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "torch": torch_version,
+        "torch_threads": threads,
+        "qdrant_edge": edge,
+        "load_average": list(os.getloadavg()),
+    }

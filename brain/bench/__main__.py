@@ -1,0 +1,138 @@
+"""``python -m brain.bench [--quick]``: every benchmark, then BENCHMARKS.md and the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Query-time configurations compared on the same store (MemoryConfig overrides). The first
+# is the shipped default; the baselines use the same model and the same store.
+SYSTEMS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "bm25": {"fusion": "bm25"},
+    "dense": {"fusion": "dense"},
+    "rrf": {"fusion": "rrf", "rrf_k": 60},
+}
+# Ablations: the default with one lever removed (or an alternative fusion).
+ABLATIONS: dict[str, dict[str, Any]] = {}
+
+DESCRIBE: dict[str, str] = {
+    "default": "shipped default configuration",
+    "bm25": "baseline: BM25 alone",
+    "dense": "baseline: dense cosine alone",
+    "rrf": "baseline: plain RRF (k = 60)",
+    "deep_search": "deep_search tool (default arguments)",
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="brain bench", description=__doc__)
+    p.add_argument("--quick", action="store_true",
+                   help="subsample (3 LoCoMo conversations, all CoSQA, speed at 10k only)")
+    p.add_argument("--data", default=None,
+                   help="folder with locomo10.json and cosqa-dev.json "
+                        "(default $BRAIN_BENCH_DATA or ../shared/bench)")
+    p.add_argument("--only", default="locomo,cosqa,speed",
+                   help="comma-separated subset of locomo,cosqa,speed")
+    p.add_argument("--no-ablations", action="store_true", help="baselines only")
+    p.add_argument("--no-write", action="store_true", help="print, do not write the report")
+    return p.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from brain.bench import BenchContext, data_dir, machine_info
+    from brain.embedder import REGISTRY, build_embedder
+
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    data = data_dir(args.data)
+    if ({"locomo", "cosqa"} & only) and not (data / "locomo10.json").is_file():
+        print(f"brain bench: no benchmark data in {data}; pass --data or set BRAIN_BENCH_DATA",
+              file=sys.stderr)
+        raise SystemExit(2)
+    record = REGISTRY["sentence-transformers/all-MiniLM-L6-v2"]
+    embedder = build_embedder(record)
+    embedder.embed_query("warm up")
+    ctx = BenchContext(embedder=embedder, data=data, quick=args.quick,
+                       log=lambda m: print(m, flush=True))
+    systems = dict(SYSTEMS)
+    if not args.no_ablations:
+        systems.update(ABLATIONS)
+    results: dict[str, Any] = {"quick": args.quick, "machine": machine_info(),
+                               "model": record.id}
+    t0 = time.perf_counter()
+    if "locomo" in only:
+        from brain.bench import locomo
+
+        results["locomo"] = await locomo.run(ctx, systems)
+    if "cosqa" in only:
+        from brain.bench import cosqa
+
+        results["cosqa"] = await cosqa.run(ctx, systems)
+    if "speed" in only:
+        from brain.bench import speed
+
+        results["speed"] = await speed.run(ctx)
+    results["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    results["targets"] = targets(results)
+    results["notes"] = list(dict.fromkeys(ctx.notes))
+    return results
+
+
+def targets(r: dict[str, Any]) -> list[str]:
+    out = []
+    lo = r.get("locomo", {}).get("turn", {}).get("systems", {})
+    if "default" in lo:
+        d = lo["default"]["all"]
+        best = max((lo[b]["all"]["any@5"], b) for b in ("bm25", "dense") if b in lo)
+        out.append(f"LoCoMo turn any@5 {d['any@5']:.3f} (target >= 0.70: "
+                   f"{'met' if d['any@5'] >= 0.70 else 'NOT met'}), any@10 {d['any@10']:.3f} "
+                   f"(target >= 0.80: {'met' if d['any@10'] >= 0.80 else 'NOT met'}); best "
+                   f"single baseline any@5 {best[0]:.3f} ({best[1]}).")
+    co = r.get("cosqa", {}).get("systems", {})
+    if "default" in co:
+        d = co["default"]
+        best = max((co[b]["MRR@10"], b) for b in ("bm25", "dense") if b in co)
+        out.append(f"CoSQA MRR@10 {d['MRR@10']:.3f} (target >= 0.87: "
+                   f"{'met' if d['MRR@10'] >= 0.87 else 'NOT met'}), R@5 {d['R@5']:.3f} "
+                   f"(target >= 0.97: {'met' if d['R@5'] >= 0.97 else 'NOT met'}); best single "
+                   f"baseline MRR@10 {best[0]:.3f} ({best[1]}).")
+    for row in r.get("speed", {}).get("scales", []):
+        s = row["search_all_ms"]["p50"]
+        line = f"{row['notes']:,} notes: search_memory p50 {s:.1f} ms"
+        if row["notes"] >= 100_000:
+            line += f" (target <= 25 ms: {'met' if s <= 25 else 'NOT met'})"
+        if row.get("deep_search_ms"):
+            ds = row["deep_search_ms"]["p50"]
+            line += f"; deep_search p50 {ds:.1f} ms (target <= 80 ms: " \
+                    f"{'met' if ds <= 80 else 'NOT met'})"
+        a = row["add_memory_ms"]["p50"]
+        line += f"; add_memory p50 {a:.1f} ms (target <= 40 ms: {'met' if a <= 40 else 'NOT met'})"
+        out.append(line + ".")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    from brain.bench import ROOT
+    from brain.bench import report
+
+    results = asyncio.run(run(args))
+    md = report.render(results, DESCRIBE)
+    print(md)
+    if not args.no_write:
+        md_path, json_path = report.write(results, ROOT, DESCRIBE)
+        print(f"wrote {md_path} and {json_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

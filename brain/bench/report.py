@@ -1,0 +1,136 @@
+"""BENCHMARKS.md (tables) and the JSON of every figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+LOCOMO_COLS = ("any@1", "any@5", "any@10", "all@1", "all@5", "all@10")
+COSQA_COLS = ("R@1", "R@5", "R@10", "MRR@10")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "" if value is None else str(value)
+
+
+def _ms(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "n/a"
+    return f"{p['p50']:.1f} / {p['p95']:.1f}"
+
+
+def locomo_section(level: str, data: dict[str, Any], describe: dict[str, str]) -> str:
+    systems = data["systems"]
+    rows = [[name, describe.get(name, ""), *(systems[name]["all"].get(c) for c in LOCOMO_COLS)]
+            for name in systems]
+    out = [f"### LoCoMo, {level} level (overall, n = {next(iter(systems.values()))['all']['n']})",
+           "", _table(["system", "what", *LOCOMO_COLS], rows), ""]
+    cats = [str(c) for c in (1, 2, 3, 4)]
+    crow = []
+    for name in systems:
+        crow.append([name, *(systems[name].get(c, {}).get("any@5") for c in cats),
+                     *(systems[name].get(c, {}).get("any@10") for c in cats)])
+    out += [f"Per category ({level} level), any@5 then any@10:", "",
+            _table(["system", *(f"c{c} @5" for c in cats), *(f"c{c} @10" for c in cats)], crow),
+            ""]
+    return "\n".join(out)
+
+
+def cosqa_section(data: dict[str, Any], describe: dict[str, str]) -> str:
+    systems = data["systems"]
+    rows = [[name, describe.get(name, ""), *(systems[name].get(c) for c in COSQA_COLS)]
+            for name in systems]
+    return "\n".join([f"### CoSQA dev ({data['corpus']} codes, {data['queries']} queries)", "",
+                      _table(["system", "what", *COSQA_COLS], rows), ""])
+
+
+def speed_section(data: dict[str, Any]) -> str:
+    rows = []
+    for r in data.get("scales", []):
+        rows.append([
+            f"{r['notes']:,}", _ms(r.get("search_all_ms")), _ms(r.get("search_project_ms")),
+            _ms(r.get("search_all_unoptimized_ms")), _ms(r.get("deep_search_ms")),
+            _ms(r.get("add_memory_ms")), _ms(r.get("query_embedding_ms")),
+            r.get("bulk_notes_per_s"), r.get("optimize_s"), r.get("peak_rss_mb"),
+        ])
+    out = ["### Speed (in-process MCP client; ms p50 / p95)", "",
+           _table(["notes", "search_memory (all)", "search_memory (1 project)",
+                   "search before optimize()", "deep_search", "add_memory",
+                   "query embedding (floor)", "bulk notes/s", "optimize() s", "peak RSS MB"],
+                  rows), ""]
+    for r in data.get("scales", []):
+        ns, st = r.get("service_search_nostamp_ms"), r.get("service_search_stamp_ms")
+        if ns and st:
+            out.append(f"- {r['notes']:,} notes: MemoryService.search without access stamping "
+                       f"{_ms(ns)} ms, with stamping {_ms(st)} ms (p50 / p95).")
+        b, a = r.get("shard_before_optimize"), r.get("shard_after_optimize")
+        if b:
+            out.append(f"- {r['notes']:,} notes: shard before optimize() {b}; after {a}.")
+    s = data.get("startup") or {}
+    if "error" in s:
+        out.append(f"- startup (python mcp_server.py over stdio): failed: {s['error']}")
+    elif s:
+        out.append(f"- startup (python mcp_server.py over stdio): list_tools answered after "
+                   f"{s['list_tools_s']} s, first tool call (brain_stats) {s['first_call_s']} s, "
+                   f"first search_memory (loads the model) {s['first_search_s']} s.")
+    return "\n".join(out) + "\n"
+
+
+def write(results: dict[str, Any], root: Path, describe: dict[str, str]) -> tuple[Path, Path]:
+    out_dir = root / "bench_out"
+    out_dir.mkdir(exist_ok=True)
+    json_path = out_dir / ("benchmarks-quick.json" if results.get("quick") else "benchmarks.json")
+    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    md = render(results, describe)
+    md_path = (out_dir / "BENCHMARKS-quick.md") if results.get("quick") else root / "BENCHMARKS.md"
+    md_path.write_text(md, encoding="utf-8")
+    return md_path, json_path
+
+
+def render(results: dict[str, Any], describe: dict[str, str]) -> str:
+    m = results["machine"]
+    parts = [
+        "# Benchmarks",
+        "",
+        f"Written by `make bench{' BENCH_ARGS=--quick' if results.get('quick') else ''}` "
+        f"(`python -m brain.bench`) on {m['date']}. Mode: "
+        f"{'quick (subsample)' if results.get('quick') else 'full'}. Model: "
+        f"{results.get('model')}. Every figure goes through the public MCP tools "
+        "(in-process fastmcp Client over create_server): add_memory to store, search_memory "
+        "(top_k = 10, project filter) to query; the speed scale loads use brain.bulk.",
+        "",
+        f"Machine: {m['cpu_count']} CPUs ({m['cpu_model']}), Python {m['python']}, torch "
+        f"{m['torch']} ({m['torch_threads']} threads), qdrant-edge {m['qdrant_edge']}, load "
+        f"average at start {m['load_average']}. Total run time "
+        f"{results.get('elapsed_s')} s.",
+        "",
+    ]
+    if results.get("targets"):
+        parts += ["## Targets (default configuration, no LLM)", ""]
+        parts += [f"- {t}" for t in results["targets"]] + [""]
+    parts += ["## Recall", ""]
+    if "locomo" in results:
+        lo = results["locomo"]
+        parts.append(f"LoCoMo: {lo['conversations']} conversations, {lo['questions']} questions "
+                     "(category 5 excluded, unresolvable evidence skipped).")
+        parts.append("")
+        for level in ("turn", "session"):
+            if level in lo:
+                parts.append(locomo_section(level, lo[level], describe))
+    if "cosqa" in results:
+        parts.append(cosqa_section(results["cosqa"], describe))
+    if "speed" in results:
+        parts += ["## Speed", "", speed_section(results["speed"])]
+    if results.get("notes"):
+        parts += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
+    return "\n".join(parts)

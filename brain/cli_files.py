@@ -1,0 +1,113 @@
+"""``brain ingest PATH...`` and ``brain files list|show|search|reprocess|delete``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from brain.errors import BrainError
+
+
+def _open() -> Any:
+    from brain.cli import open_brain
+
+    return open_brain()
+
+
+def _print(data: Any) -> None:
+    from brain.cli import print_json
+
+    print_json(data)
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    results: list[dict[str, Any]] = []
+    with _open() as brain:
+        for path in args.paths:
+            try:
+                results.append(brain.files.ingest(path, args.project))
+            except BrainError as exc:
+                results.append({"path": path, "error": exc.to_dict()})
+        if not args.no_wait:
+            results = [
+                brain.files.wait(r["id"], args.timeout) | {"deduped": r["deduped"]}
+                if "id" in r else r
+                for r in results
+            ]  # fmt: skip
+    _print(results)
+    bad = [r for r in results if "error" in r or r.get("status") == "failed"]
+    for r in bad:
+        reason = r["error"]["message"] if "error" in r else r.get("reason")
+        print(f"brain: {r.get('path') or r.get('file_name')}: {reason}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    with _open() as brain:
+        _print(brain.files.list(args.status))
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _open() as brain:
+        _print(brain.files.get(args.file_id))
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    with _open() as brain:
+        _print(brain.files.search(args.query, args.limit, args.file_name, args.threshold))
+    return 0
+
+
+def _reprocess(args: argparse.Namespace) -> int:
+    with _open() as brain:
+        rec = brain.files.reprocess(args.file_id)
+        if not args.no_wait:
+            rec = brain.files.wait(rec["id"], args.timeout)
+        _print(rec)
+    return 1 if rec.get("status") == "failed" else 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with _open() as brain:
+        _print(brain.files.delete(args.file_id))
+    return 0
+
+
+def _wait_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-wait", action="store_true", help="return while still processing (resumes later)"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait at most")
+
+
+def register(sub: Any) -> None:
+    ingest = sub.add_parser("ingest", help="upload documents (PDF, DOCX, HTML, MD, TXT)")
+    ingest.add_argument("paths", nargs="+", metavar="PATH", help="documents to upload")
+    ingest.add_argument("--project", default=None, help="project to file them under")
+    _wait_flags(ingest)
+    ingest.set_defaults(func=_ingest)
+
+    files = sub.add_parser("files", help="uploaded documents: list, show, search, ...")
+    fsub = files.add_subparsers(dest="files_command", required=True)
+    lst = fsub.add_parser("list", help="uploaded documents and their status")
+    lst.add_argument("--status", choices=["processing", "ready", "failed"], default=None)
+    lst.set_defaults(func=_list)
+    show = fsub.add_parser("show", help="one document's record")
+    show.add_argument("file_id")
+    show.set_defaults(func=_show)
+    search = fsub.add_parser("search", help="search passages of ready documents")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=10, help="1-30 passages")
+    search.add_argument("--file-name", default=None, help="only this exact file name")
+    search.add_argument("--threshold", type=float, default=0.5, help="minimum cosine similarity")
+    search.set_defaults(func=_search)
+    rep = fsub.add_parser("reprocess", help="re-parse and re-embed from the stored bytes")
+    rep.add_argument("file_id")
+    _wait_flags(rep)
+    rep.set_defaults(func=_reprocess)
+    delete = fsub.add_parser("delete", help="delete a document, its passages and bytes")
+    delete.add_argument("file_id")
+    delete.set_defaults(func=_delete)

@@ -1,0 +1,89 @@
+"""``brain`` maintenance commands: health, migrate, export, import, maintenance, restore-backup.
+
+Each prints JSON to stdout and progress bars to stderr; ``health`` and ``maintenance`` exit
+with 1 when any payload is invalid (CI-safe), bad input exits with 1 and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from brain.cli import open_brain, print_json
+
+MIGRATION_NAMES = ("memory-schema", "note-kind", "memory-type")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {"home": args.home} if getattr(args, "home", None) else {}
+
+
+def health(args: argparse.Namespace) -> int:
+    with open_brain(**_overrides(args)) as brain:
+        report = brain.maintenance.check_health(progress=True)
+    print_json(report)
+    return 0 if report["ok"] else 1
+
+
+def migrate(args: argparse.Namespace) -> int:
+    with open_brain(**_overrides(args)) as brain:
+        print_json(brain.maintenance.migrate(args.name, apply=args.apply, progress=True))
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    with open_brain(**_overrides(args)) as brain:
+        print_json(brain.maintenance.export_jsonl(args.path, progress=True))
+    return 0
+
+
+def import_(args: argparse.Namespace) -> int:
+    with open_brain(**_overrides(args)) as brain:
+        print_json(brain.maintenance.import_jsonl(args.path, args.on_conflict, progress=True))
+    return 0
+
+
+def maintenance(args: argparse.Namespace) -> int:
+    with open_brain(**_overrides(args)) as brain:
+        report = brain.maintenance.weekly(apply=args.apply, progress=True)
+    print_json(report)
+    return 0 if report["ok"] else 1
+
+
+def restore_backup(args: argparse.Namespace) -> int:
+    with open_brain(**_overrides(args)) as brain:
+        print_json(brain.maintenance.restore_backup(args.path, progress=True))
+    return 0
+
+
+def add_home(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", default=None, help="data dir (default: BRAIN__HOME)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("health", help="validate every note payload; exit 1 if any is invalid")
+    add_home(p)
+    p.set_defaults(func=health)
+    p = sub.add_parser("migrate", help="run a schema conformance migration (dry run default)")
+    p.add_argument("name", choices=MIGRATION_NAMES)
+    p.add_argument("--apply", action="store_true", help="write (a backup is written first)")
+    add_home(p)
+    p.set_defaults(func=migrate)
+    p = sub.add_parser("export", help="export every note, link and counter as JSONL")
+    p.add_argument("path")
+    add_home(p)
+    p.set_defaults(func=export)
+    p = sub.add_parser("import", help="import a JSONL export (re-embedded with this model)")
+    p.add_argument("path")
+    p.add_argument("--on-conflict", choices=("error", "skip", "replace"), default="error",
+                   help="what to do with ids that already exist (default: refuse)")
+    add_home(p)
+    p.set_defaults(func=import_)
+    p = sub.add_parser("maintenance", help="weekly routine: stale archival, health, stats")
+    p.add_argument("--apply", action="store_true", help="archive and reclaim (default: report)")
+    add_home(p)
+    p.set_defaults(func=maintenance)
+    p = sub.add_parser("restore-backup", help="restore note payloads from a migration backup")
+    p.add_argument("path")
+    add_home(p)
+    p.set_defaults(func=restore_backup)

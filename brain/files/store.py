@@ -1,0 +1,194 @@
+"""Durable side of brain files: content-addressed bytes and one record per (user, content).
+
+Bytes live at ``<home>/files/blobs/<sha[:2]>/<sha>``, written once (temp file + rename),
+so two users uploading the same document share one blob while each keeps a record.
+Records live in SQLite (``<home>/files/files.db``); a unique index on
+``(user_id, content_hash)`` is what makes the dedupe race-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BlobStore", "DuplicateContent", "FileRecords"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    file_name TEXT NOT NULL,
+    file_size INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    storage_path TEXT NOT NULL,
+    project TEXT NOT NULL,
+    status TEXT NOT NULL,
+    chunks_count INTEGER,
+    reason TEXT,
+    generation INTEGER NOT NULL DEFAULT 1,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}'
+);
+CREATE UNIQUE INDEX IF NOT EXISTS files_user_hash ON files (user_id, content_hash);
+CREATE INDEX IF NOT EXISTS files_status ON files (status);
+"""
+_COLUMNS = (
+    "id", "user_id", "file_name", "file_size", "content_hash", "storage_path", "project",
+    "status", "chunks_count", "reason", "generation", "created_at", "updated_at",
+)  # fmt: skip
+
+
+class DuplicateContent(Exception):
+    """The user already has a record for these bytes (raised by ``FileRecords.insert``)."""
+
+
+class BlobStore:
+    """Immutable bytes addressed by their SHA-256."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def relpath(self, sha: str) -> str:
+        return f"blobs/{sha[:2]}/{sha}"
+
+    def path(self, sha: str) -> Path:
+        return self.root / self.relpath(sha)
+
+    def put(self, sha: str, data: bytes) -> str:
+        target = self.path(sha)
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        return self.relpath(sha)
+
+    def get(self, sha: str) -> bytes:
+        return self.path(sha).read_bytes()
+
+    def exists(self, sha: str) -> bool:
+        return self.path(sha).is_file()
+
+    def remove(self, sha: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path(sha).unlink()
+
+
+class FileRecords:
+    """The records of uploaded files; safe to share across threads."""
+
+    def __init__(self, db_path: Path) -> None:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @staticmethod
+    def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+        if row is None:
+            return None
+        rec = {k: row[k] for k in _COLUMNS}
+        rec.update(json.loads(row["extra"] or "{}"))
+        return rec
+
+    def insert(self, rec: dict[str, Any]) -> None:
+        base = {k: rec.get(k) for k in _COLUMNS}
+        extra = {k: v for k, v in rec.items() if k not in _COLUMNS}
+        cols = ", ".join((*_COLUMNS, "extra"))
+        marks = ", ".join("?" * (len(_COLUMNS) + 1))
+        try:
+            with self._tx() as db:
+                db.execute(
+                    f"INSERT INTO files ({cols}) VALUES ({marks})",
+                    (*base.values(), json.dumps(extra)),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateContent(rec["content_hash"]) from exc
+
+    def get(self, file_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM files WHERE id = ?", (file_id,)).fetchone()
+        return self._row(row)
+
+    def by_hash(self, user_id: str, content_hash: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM files WHERE user_id = ? AND content_hash = ?",
+                (user_id, content_hash),
+            ).fetchone()
+        return self._row(row)
+
+    def hash_users(self, content_hash: str) -> int:
+        """How many records share these bytes (the blob goes when the last one does)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM files WHERE content_hash = ?", (content_hash,)
+            ).fetchone()
+        return int(row[0])
+
+    def list(self, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM files WHERE 1=1", []
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            args.append(user_id)
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY created_at, id", args).fetchall()
+        return [r for r in (self._row(row) for row in rows) if r is not None]
+
+    def update(self, file_id: str, **fields: Any) -> dict[str, Any] | None:
+        """Merge ``fields`` into the record; None when it no longer exists."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM files WHERE id = ?", (file_id,)).fetchone()
+            rec = self._row(row)
+            if rec is None:
+                return None
+            rec.update(fields)
+            base = {k: rec[k] for k in _COLUMNS if k != "id"}
+            extra = {k: v for k, v in rec.items() if k not in _COLUMNS}
+            sets = ", ".join(f"{k} = ?" for k in base)
+            db.execute(
+                f"UPDATE files SET {sets}, extra = ? WHERE id = ?",
+                (*base.values(), json.dumps(extra), file_id),
+            )
+        return rec
+
+    def delete(self, file_id: str) -> bool:
+        with self._tx() as db:
+            return db.execute("DELETE FROM files WHERE id = ?", (file_id,)).rowcount > 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

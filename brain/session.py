@@ -1,0 +1,209 @@
+"""Sessions of a coding agent: what to load at the start, what to leave at the end.
+
+``get_session_context(project)`` gathers project_context notes, the current handoff (the
+active ``open_thread`` and the ``session_summary`` written with it), recent decisions,
+mistakes and fixes, pinned notes and counts. ``get_inbox(project)`` lists fleeting notes
+waiting to be distilled, oldest first. ``open_session`` returns both in one call.
+
+``close_session`` writes the handoff in a crash-safe order: the session_summary, then the
+new active open_thread (both carrying one ``handoff_id``), a flush, and only then archives
+the older active open_threads. A crash before the flush leaves the previous open_thread
+active and the context pairs it with its own summary; a crash after it leaves two active
+threads and the context shows the newest one; the next close_session archives the rest.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from brain.clock import iso
+from brain.errors import InvalidArgument
+from brain.memory import check_project
+from brain.notes import NOTE_KINDS, public_note
+from brain.vector_store import Filter, Match, MatchAny, scroll_all
+
+DAY = 86_400.0
+LIVE = ("permanent", "fleeting")
+
+# Test hook: called with a step name ("summary_written", "handoff_durable") during
+# close_session. Crash tests set it in a subprocess to kill the process at that point.
+after_step: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if after_step is not None:
+        after_step(name)
+
+
+def _lines(value: str | Sequence[str] | None, name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgument(f"{name} must be a list of strings", field=name)
+    return [v.strip() for v in value if v.strip()]
+
+
+def _bullets(title: str, items: list[str]) -> str:
+    body = "\n".join(f"- {i}" for i in items) if items else "- (none)"
+    return f"{title}:\n{body}"
+
+
+class SessionService:
+    def __init__(self, brain: Any) -> None:
+        self.brain = brain
+
+    @property
+    def memory(self) -> Any:
+        return self.brain.memory
+
+    def _notes(self, project: str, kinds: Sequence[str], *, types: Sequence[str] = LIVE,
+               pinned: bool = False, **match: Any) -> list[dict[str, Any]]:
+        """Live notes of a project and kinds, newest first."""
+        must: list[Any] = [Match("kind", "note"), Match("project", project),
+                           MatchAny("memory_type", tuple(types))]
+        if kinds:
+            must.append(MatchAny("note_kind", tuple(kinds)))
+        must += [Match(k, v) for k, v in match.items()]
+        # forgotten / pinned are checked here, not in the filter: boolean matches are not
+        # reliable on every backend (qdrant-edge-py 0.9 turns True into 1).
+        flt = Filter(must=tuple(must))
+        notes = [p.payload for p in scroll_all(self.brain.store, flt)
+                 if not p.payload.get("forgotten") and (not pinned or p.payload.get("pinned"))]
+        notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]), reverse=True)
+        return notes
+
+    # ------------------------------------------------------------------ reads
+    def active_threads(self, project: str) -> list[dict[str, Any]]:
+        return self._notes(project, ("open_thread",), thread_state="active")
+
+    def get_session_context(self, project: str, limit: int = 5) -> dict[str, Any]:
+        project = check_project(project)
+        threads = self.active_threads(project)
+        thread = threads[0] if threads else None
+        summaries = self._notes(project, ("session_summary",))
+        summary = summaries[0] if summaries else None
+        if thread is not None:
+            # The summary written with the active thread; a summary whose thread never got
+            # written (a crash mid-close) is not the current handoff.
+            paired = [s for s in summaries if s.get("handoff_id") == thread.get("handoff_id")]
+            summary = paired[0] if paired else summary
+        counts = {k: 0 for k in NOTE_KINDS}
+        for p in self._notes(project, ()):
+            counts[p["note_kind"]] = counts.get(p["note_kind"], 0) + 1
+        pinned = self._notes(project, (), pinned=True)
+        inbox_count = len(self._notes(project, (), types=("fleeting",)))
+        return {
+            "project": project,
+            "project_context": [public_note(p) for p in self._notes(project, ("project_context",))],
+            "latest_session_summary": _handoff_note(summary) if summary else None,
+            "open_thread": _handoff_note(thread) if thread else None,
+            "other_active_threads": [t["zk_id"] for t in threads[1:]],
+            "recent_decisions": [public_note(p) for p in self._notes(project, ("decision",))[:limit]],
+            "recent_mistakes": [public_note(p) for p in self._notes(project, ("mistake",))[:limit]],
+            "recent_fixes": [public_note(p) for p in self._notes(project, ("fix",))[:limit]],
+            "pinned": [public_note(p) for p in pinned],
+            "counts": {"by_note_kind": {k: v for k, v in counts.items() if v},
+                       "notes": sum(counts.values()), "inbox": inbox_count},
+        }
+
+    def get_inbox(self, project: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """Fleeting notes to distill, oldest first, with their age in days."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
+            raise InvalidArgument("limit must be 1..500", field="limit")
+        must: list[Any] = [Match("kind", "note"), Match("memory_type", "fleeting")]
+        if project is not None:
+            must.append(Match("project", check_project(project)))
+        flt = Filter(must=tuple(must))
+        notes = [p.payload for p in scroll_all(self.brain.store, flt)
+                 if not p.payload.get("forgotten")]
+        notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]))
+        now_ts = self.brain.clock.now().timestamp()
+        items = [public_note(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts))
+                                               / DAY, 3)) for p in notes[:limit]]
+        return {"project": project, "notes": items, "count": len(notes),
+                "truncated": len(notes) > limit}
+
+    def open_session(self, project: str) -> dict[str, Any]:
+        return {"context": self.get_session_context(project), "inbox": self.get_inbox(project)}
+
+    # ------------------------------------------------------------------ handoff
+    def _clean(self, items: list[str], name: str, kinds: set[str]) -> list[str]:
+        """Each item through the write path's redaction: the structured copy kept in the
+        payload must not hold what the note's content had redacted."""
+        out = []
+        for item in items:
+            text, found = self.memory.prepare_content(item, name)
+            kinds.update(found)
+            out.append(text)
+        return out
+
+    def close_session(
+        self,
+        project: str,
+        objective: str,
+        completed: str | Sequence[str] | None = None,
+        blockers: str | Sequence[str] | None = None,
+        next_steps: str | Sequence[str] | None = None,
+        key_files: str | Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        project = check_project(project)
+        if not isinstance(objective, str) or not objective.strip():
+            raise InvalidArgument("objective is empty: say what this session set out to do",
+                                  field="objective")
+        kinds: set[str] = set()
+        objective = self._clean([objective.strip()], "objective", kinds)[0]
+        done = self._clean(_lines(completed, "completed"), "completed", kinds)
+        blocked = self._clean(_lines(blockers, "blockers"), "blockers", kinds)
+        nxt = self._clean(_lines(next_steps, "next_steps"), "next_steps", kinds)
+        files = self._clean(_lines(key_files, "key_files"), "key_files", kinds)
+        previous = [t["zk_id"] for t in self.active_threads(project)]
+        handoff_id = secrets.token_hex(6)
+        now = iso(self.brain.clock.now())
+        session = {"objective": objective.strip(), "completed": done, "blockers": blocked,
+                   "next_steps": nxt, "key_files": files, "closed_at": now}
+        summary_text = "\n\n".join([
+            f"Session summary ({project}): {objective.strip()}",
+            _bullets("Completed", done), _bullets("Blockers", blocked),
+            _bullets("Next steps", nxt), _bullets("Key files", files),
+        ])
+        summary = self.memory.add(
+            summary_text, project, "permanent", "session_summary", tags=["session"],
+            extra={"handoff_id": handoff_id, "session": session}, autolink=False)
+        _step("summary_written")
+        thread_text = "\n\n".join([
+            f"Open thread ({project}): continue '{objective.strip()}'",
+            _bullets("Next steps", nxt), _bullets("Blockers", blocked), _bullets("Key files", files),
+        ])
+        links = [(summary.note["zk_id"], "extends")]
+        thread = self.memory.add(
+            thread_text, project, "permanent", "open_thread", tags=["handoff"],
+            extra={"handoff_id": handoff_id, "thread_state": "active", "session": session},
+            links=links, autolink=False)
+        self.brain.store.flush()
+        _step("handoff_durable")
+        archived = []
+        for zk in previous:
+            self.memory.set_state(zk, thread_state="superseded",
+                                  superseded_by=thread.note["zk_id"])
+            self.memory.archive(zk)
+            archived.append(zk)
+        if archived:
+            self.brain.store.flush()
+        redacted = sorted(kinds | set(summary.redacted) | set(thread.redacted))
+        return {"session_summary": summary.note,
+                "open_thread": {**thread.note, "thread_state": "active"},
+                "archived_threads": archived, "handoff_id": handoff_id, "redacted": redacted}
+
+
+def _handoff_note(payload: dict[str, Any]) -> dict[str, Any]:
+    return public_note(payload, handoff_id=payload.get("handoff_id"),
+                       thread_state=payload.get("thread_state"),
+                       session=payload.get("session"))
+
+
+def build(brain: Any) -> SessionService:
+    return SessionService(brain)

@@ -1,0 +1,133 @@
+"""Indexing and grep figures of the source index, measured in one run (not a CI test).
+
+``python -m brain.sources.bench --files 5000`` copies that many text files of this
+project's site-packages into a temp tree, indexes it as a source with the real model and
+reports files/s, chunks/s, the ratio of indexing time to the time the embedder alone needs
+for the same chunks (same batches), the unchanged re-sync, and grep p50 against plain rg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from brain.sources.filters import SourceFilter
+from brain.sources.grep import find_rg, grep
+from brain.sources.walker import walk_source
+
+_TEXT = (".py", ".pyi", ".md", ".txt", ".rst", ".toml", ".cfg", ".json", ".yaml", ".yml")
+
+
+def copy_tree(src: Path, dest: Path, files: int, max_bytes: int) -> int:
+    """Copy the first ``files`` admitted text files of ``src`` (at most max_bytes each)."""
+    walk = walk_source(src, SourceFilter(src, [], []), max_files=10**6)
+    n = 0
+    for e in walk.files:
+        if n >= files:
+            break
+        if not e.rel.endswith(_TEXT) or not 0 < e.size <= max_bytes:
+            continue
+        target = dest / e.rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(e.path, target)
+        n += 1
+    return n
+
+
+def bench_grep(root: Path, pattern: str, runs: int = 15, fixed: bool = True) -> dict[str, Any]:
+    """p50 of ``grep()`` (all hits) and of plain ``rg -n`` on the same tree, interleaved."""
+    rg = find_rg()
+    assert rg is not None, "ripgrep not found: pip install ripgrep"
+    flt = SourceFilter(root, [], [])
+    ours, plain, hits = [], [], 0
+    cmd = [rg, "-n", "--no-heading", *(["-F"] if fixed else []), "-e", pattern, "."]
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        res = grep([(root, flt)], pattern, fixed=fixed, max_results=10**7, timeout_s=120)
+        ours.append(time.perf_counter() - t0)
+        hits = len(res.hits)
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, cwd=root, capture_output=True, check=False).stdout
+        plain.append(time.perf_counter() - t0)
+    p50_ours, p50_rg = statistics.median(ours), statistics.median(plain)
+    return {"pattern": pattern, "hits": hits, "rg_lines": out.count(b"\n"),
+            "p50_ours_s": round(p50_ours, 4), "p50_rg_s": round(p50_rg, 4),
+            "ratio": round(p50_ours / p50_rg, 3)}
+
+
+def bench_index(tree: Path, home: Path, model: str = "sentence-transformers/all-MiniLM-L6-v2",
+                embed_batch: int = 128) -> dict[str, Any]:
+    """Index ``tree`` as a source with the real model; see the module docstring."""
+    from brain.app import Brain
+    from config import load_settings
+
+    settings = load_settings(home=home)
+    settings.embedding.model = model
+    settings.sync.embed_batch = embed_batch
+    brain = Brain(settings).open()
+    try:
+        brain.embedder.embed_documents(["warm up the model"] * 8)
+        svc = brain.sources
+        texts: list[str] = []
+        svc.indexer.on_embed = texts.extend
+        svc.add(str(tree), name="bench", sync=False)
+        t0 = time.perf_counter()
+        first = svc.sync("bench", wait=True)
+        t_index = time.perf_counter() - t0
+        svc.indexer.on_embed = None
+        t0 = time.perf_counter()
+        again = svc.sync("bench", wait=True)
+        t_resync = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i in range(0, len(texts), embed_batch):
+            brain.embedder.embed_documents(texts[i : i + embed_batch])
+        t_embed = time.perf_counter() - t0
+        r = first["result"]
+        return {
+            "files": r["files_indexed"], "chunks": r["chunks_embedded"],
+            "index_s": round(t_index, 2), "embed_alone_s": round(t_embed, 2),
+            "files_per_s": round(r["files_indexed"] / t_index, 1),
+            "chunks_per_s": round(r["chunks_embedded"] / t_index, 1),
+            "ratio_index_to_embed_alone": round(t_index / t_embed, 3),
+            "ratio_in_run (index / time inside embed calls)": round(t_index / r["embed_s"], 3),
+            "resync_s": round(t_resync, 3), "resync_chunks_embedded":
+                again["result"]["chunks_embedded"],
+            "resync_fraction": round(t_resync / t_index, 4),
+        }
+    finally:
+        brain.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--files", type=int, default=5000)
+    ap.add_argument("--max-bytes", type=int, default=3000)
+    ap.add_argument("--src", default=sysconfig.get_path("purelib"))
+    ap.add_argument("--grep", default="def __init__")
+    ap.add_argument("--skip-index", action="store_true")
+    args = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="brain-bench-"))
+    try:
+        tree = work / "tree"
+        copied = copy_tree(Path(args.src), tree, args.files, args.max_bytes)
+        out: dict[str, Any] = {"copied_files": copied, "src": args.src}
+        out["grep"] = bench_grep(tree, args.grep)
+        if not args.skip_index:
+            out["index"] = bench_index(tree, work / "home")
+        print(json.dumps(out, indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

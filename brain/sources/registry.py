@@ -1,0 +1,209 @@
+"""Durable records of sources and of what their last sync saw, in SQLite in the data dir.
+
+Two tables:
+
+- ``sources``: one row per source (folder, name, project, trigger, filters, caps, the
+  last run and the index snapshot). SQLite gives atomic, crash-safe writes for free.
+- ``files``: the sync state, one row per indexed file (size, mtime, content hash, chunk
+  count, text length). It is a cache of what the store holds, used to skip unchanged
+  files without reading them. ``state_complete`` on the source says whether the cache
+  can be trusted for deletions; when it cannot (forgotten, or a run was interrupted)
+  the next full sync asks the store which files it holds.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sources (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS files (
+    source_id TEXT NOT NULL,
+    rel TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    text_len INTEGER NOT NULL,
+    n_chunks INTEGER NOT NULL,
+    category TEXT NOT NULL,
+    created_ts REAL NOT NULL,
+    embed_model TEXT NOT NULL,
+    PRIMARY KEY (source_id, rel)
+);
+"""
+
+TRIGGERS = ("auto", "manual", "interval")
+
+
+@dataclass(slots=True)
+class SourceRecord:
+    id: str
+    name: str
+    root: str
+    project: str
+    trigger: str = "manual"
+    exclude: list[str] = field(default_factory=list)
+    include: list[str] = field(default_factory=list)
+    max_scan_files: int | None = None
+    interval_s: float | None = None
+    use_gitignore: bool = True
+    created: str = ""
+    updated: str = ""
+    config_hash: str = ""
+    state_complete: bool = False
+    last_run: dict[str, Any] = field(default_factory=dict)
+    snapshot: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SourceRecord:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass(slots=True)
+class FileState:
+    rel: str
+    size: int
+    mtime_ns: int
+    content_hash: str
+    text_len: int
+    n_chunks: int
+    category: str
+    created_ts: float
+    embed_model: str
+
+
+def new_source_id() -> str:
+    return "src-" + uuid.uuid4().hex[:12]
+
+
+class Registry:
+    """Thread-safe; one connection guarded by a lock (writes are short)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._db.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- sources ---------------------------------------------------------------------------
+    def list(self) -> list[SourceRecord]:
+        with self._lock:
+            rows = self._db.execute("SELECT data FROM sources ORDER BY name").fetchall()
+        return [SourceRecord.from_dict(json.loads(r[0])) for r in rows]
+
+    def find(self, key: str) -> SourceRecord | None:
+        """A source by id or by name."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT data FROM sources WHERE id = ? OR name = ?", (key, key)
+            ).fetchone()
+        return SourceRecord.from_dict(json.loads(row[0])) if row else None
+
+    def save(self, rec: SourceRecord) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT INTO sources (id, name, data) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET name = excluded.name, data = excluded.data",
+                (rec.id, rec.name, json.dumps(rec.to_dict())),
+            )
+
+    def patch(self, source_id: str, **fields: Any) -> SourceRecord | None:
+        """Read-modify-write of some fields under the lock; None when the source is gone."""
+        with self._lock:
+            row = self._db.execute("SELECT data FROM sources WHERE id = ?", (source_id,)).fetchone()
+            if row is None:
+                return None
+            rec = SourceRecord.from_dict({**json.loads(row[0]), **fields})
+            self.save(rec)
+            return rec
+
+    def delete(self, source_id: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM sources WHERE id = ?", (source_id,))
+            self._db.execute("DELETE FROM files WHERE source_id = ?", (source_id,))
+
+    # -- sync state ------------------------------------------------------------------------
+    def file_states(self, source_id: str) -> dict[str, FileState]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rel, size, mtime_ns, content_hash, text_len, n_chunks, category, "
+                "created_ts, embed_model FROM files WHERE source_id = ?",
+                (source_id,),
+            ).fetchall()
+        return {r[0]: FileState(*r) for r in rows}
+
+    def count_states(self, source_id: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM files WHERE source_id = ?", (source_id,)
+            ).fetchone()
+        return int(row[0])
+
+    def put_states(self, source_id: str, states: Iterable[FileState]) -> None:
+        rows = [
+            (
+                source_id,
+                s.rel,
+                s.size,
+                s.mtime_ns,
+                s.content_hash,
+                s.text_len,
+                s.n_chunks,
+                s.category,
+                s.created_ts,
+                s.embed_model,
+            )
+            for s in states
+        ]
+        if not rows:
+            return
+        with self._lock, self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+
+    def delete_states(self, source_id: str, rels: Iterable[str]) -> None:
+        rows = [(source_id, r) for r in rels]
+        if not rows:
+            return
+        with self._lock, self._db:
+            self._db.executemany("DELETE FROM files WHERE source_id = ? AND rel = ?", rows)
+
+    def clear_states(self, source_id: str) -> int:
+        with self._lock, self._db:
+            cur = self._db.execute("DELETE FROM files WHERE source_id = ?", (source_id,))
+        return cur.rowcount
+
+    def forget_mtimes(self, source_id: str, rels: Iterable[str] | None = None) -> None:
+        """Make the next sync read these files (all when ``rels`` is None) again."""
+        with self._lock, self._db:
+            if rels is None:
+                self._db.execute("UPDATE files SET mtime_ns = -1 WHERE source_id = ?", (source_id,))
+            else:
+                self._db.executemany(
+                    "UPDATE files SET mtime_ns = -1 WHERE source_id = ? AND rel = ?",
+                    [(source_id, r) for r in rels],
+                )

@@ -1,0 +1,56 @@
+"""An agent's view: `python mcp_server.py` over stdio, stdout carrying only MCP messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {**os.environ, "BRAIN__HOME": str(home), "HF_HUB_OFFLINE": "1",
+            "BRAIN__EMBEDDING__MODEL": "offline/hash-384"}
+
+
+async def test_stdio_server_lists_and_calls_tools(home: Path) -> None:
+    transport = StdioTransport(command=sys.executable, args=[str(ROOT / "mcp_server.py")],
+                               env=_env(home), cwd=str(ROOT))
+    async with Client(transport) as client:
+        names = {t.name for t in await client.list_tools()}
+        assert {"add_memory", "search_memory", "brain_stats"} <= names
+        await client.call_tool("add_memory", {"content": "Redis runs on port 6379 in dev",
+                                              "project": "stdio"})
+        res = await client.call_tool("search_memory", {"query": "redis port", "project": "stdio"})
+        assert res.structured_content["count"] == 1
+    assert (home / "brain.log").exists()
+
+
+def test_stdout_holds_only_jsonrpc(home: Path) -> None:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "mcp_server.py")],
+        input=json.dumps(init) + "\n", capture_output=True, text=True, timeout=120,
+        env=_env(home), cwd=str(ROOT),
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    assert lines, proc.stderr[-2000:]
+    for line in lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"
+
+
+def test_bad_config_fails_at_startup_naming_the_field(home: Path) -> None:
+    env = {**_env(home), "BRAIN__DECAY__STALE_DAYS": "soon"}
+    proc = subprocess.run([sys.executable, str(ROOT / "mcp_server.py")], input="",
+                          capture_output=True, text=True, timeout=60, env=env, cwd=str(ROOT))
+    assert proc.returncode == 2
+    assert "decay.stale_days" in proc.stderr and "BRAIN__DECAY__STALE_DAYS" in proc.stderr
+    assert proc.stdout == ""
