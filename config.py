@@ -417,3 +417,12 @@ def render_env_example() -> str:
     for name, (sec, field) in LEGACY_ALIASES.items():
         out.append(f"# {name}=                      # = BRAIN__{sec.upper()}__{field.upper()}")
     return "\n".join(out) + "\n"
+
+
+def render_settings_table() -> str:
+    """The README's settings table (markdown), generated from the fields' descriptions."""
+    rows = ["| Variable | Default | What it does |", "|---|---|---|"]
+    for env, default, desc in iter_settings_table():
+        shown = default.strip("'") if default not in ("None", "''", "") else ""
+        rows.append(f"| `{env}` | `{shown}` | {desc} |" if shown else f"| `{env}` | | {desc} |")
+    return "\n".join(rows)

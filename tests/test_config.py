@@ -78,3 +78,13 @@ def test_env_example_documents_every_setting() -> None:
     example = (Path(__file__).resolve().parents[1] / ".env.example").read_text()
     missing = [env for env, _, _ in iter_settings_table() if env not in example]
     assert missing == []
+
+
+def test_readme_and_env_example_are_generated_from_settings() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "tools" / "render_docs.py"), "--check"],
+                          capture_output=True, text=True, cwd=root)
+    assert proc.returncode == 0, proc.stdout
