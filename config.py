@@ -180,7 +180,9 @@ class SyncSettings(_Section):
     max_scan_files: int = Field(200_000, ge=1, description="Files walked per source at most")
     debounce_s: float = Field(0.3, ge=0, description="Watcher debounce before a targeted sync")
     poll_interval_s: float = Field(60.0, gt=0, description="Scheduler poll of interval sources")
-    embed_batch: int = Field(128, ge=1, le=4096, description="Chunks per embedding call in a sync")
+    embed_batch: int = Field(
+        64, ge=1, le=4096, description="Chunks per embedding call in a sync (cancel checks)"
+    )
     grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
 
 

@@ -283,9 +283,7 @@ class FilesService:
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise InvalidArgument("limit must be an integer from 1 to 30", limit=limit)
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise InvalidArgument(
-                f"limit must be from 1 to {MAX_SEARCH_LIMIT}", limit=limit
-            )
+            raise InvalidArgument(f"limit must be from 1 to {MAX_SEARCH_LIMIT}", limit=limit)
         if not -1.0 <= float(threshold) <= 1.0:
             raise InvalidArgument("threshold is a cosine similarity, from -1 to 1",
                                   threshold=threshold)  # fmt: skip

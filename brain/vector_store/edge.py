@@ -33,13 +33,14 @@ from brain.vector_store.base import (
 )
 
 # qdrant-edge-py 0.9.0 never matches a boolean payload value (MatchValue(True) finds nothing,
-# indexed or not). Each boolean field of BOOL_FIELDS is mirrored into a keyword shadow field
-# that filters use; the shadow is stripped on the way out, so callers never see it.
+# indexed or not). Every top-level boolean is mirrored into a keyword shadow field that filters
+# use; the shadow is stripped on the way out, so callers never see it.
 _SHADOW = "_b_"
 
 
 def _shadow(payload: dict[str, Any]) -> dict[str, Any]:
-    extra = {_SHADOW + k: "true" if payload[k] else "false" for k in BOOL_FIELDS if k in payload}
+    extra = {_SHADOW + k: "true" if v else "false" for k, v in payload.items()
+             if isinstance(v, bool)}
     return {**payload, **extra} if extra else payload
 
 

@@ -1,0 +1,67 @@
+"""Brain files tools: upload documents (PDF, DOCX, HTML, Markdown, text) and search them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+FileId = Annotated[str, Field(min_length=1, description="File id from ingest_file/list_files")]
+
+
+def register(mcp: Any, call: Any) -> None:
+    @mcp.tool(annotations=WRITE)
+    async def ingest_file(
+        path: Annotated[str, Field(min_length=1, description="Path of a document on this machine")],
+        project: Annotated[str | None, Field(description="Project to file it under")] = None,
+    ) -> dict[str, Any]:
+        """Upload a document (PDF, DOCX, HTML, Markdown, text; at most 50 MB) so its passages
+        can be searched with search_files. Returns at once with status 'processing'; poll
+        get_file until 'ready' (or 'failed' with a reason). The same bytes uploaded again
+        return the existing record with deduped=true."""
+        return await call(lambda b: b.files.ingest(path, project))
+
+    @mcp.tool(annotations=PURE_READ)
+    async def search_files(
+        query: Annotated[str, Field(min_length=1, description="What to look for, in words")],
+        limit: Annotated[int, Field(description="How many passages to return (1-30)")] = 10,
+        file_name: Annotated[str | None, Field(description="Only this exact file name")] = None,
+        threshold: Annotated[
+            float, Field(description="Minimum cosine similarity of a passage (0.5 default)")
+        ] = 0.5,
+    ) -> dict[str, Any]:
+        """Search uploaded documents by meaning: passages of ready files, most similar first,
+        each with file, chunk index, page (PDFs), similarity and the passage text to quote.
+        Lower the threshold (e.g. 0.3) when a loosely worded query finds nothing."""
+        hits = await call(lambda b: b.files.search(query, limit, file_name, threshold))
+        return {"results": hits, "count": len(hits)}
+
+    @mcp.tool(annotations=PURE_READ)
+    async def list_files(
+        status: Literal["processing", "ready", "failed"] | None = None,
+    ) -> dict[str, Any]:
+        """List uploaded documents with their status, chunk count and failure reason."""
+        files = await call(lambda b: b.files.list(status))
+        return {"files": files, "count": len(files)}
+
+    @mcp.tool(annotations=PURE_READ)
+    async def get_file(file_id: FileId) -> dict[str, Any]:
+        """Status of one uploaded document: processing, ready (with chunks_count) or failed
+        (with a reason)."""
+        return await call(lambda b: b.files.get(file_id))
+
+    @mcp.tool(annotations=WRITE)
+    async def reprocess_file(file_id: FileId) -> dict[str, Any]:
+        """Re-parse, re-chunk and re-embed a document from its stored bytes (after a parse
+        problem, a chunk-size or model change). Its old passages are dropped first."""
+        return await call(lambda b: b.files.reprocess(file_id))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def delete_file(file_id: FileId) -> dict[str, Any]:
+        """Delete an uploaded document: its record, its passages and its stored bytes."""
+        return await call(lambda b: b.files.delete(file_id))
