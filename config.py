@@ -75,12 +75,14 @@ class MemorySettings(_Section):
 
 
 class RetrievalSettings(_Section):
-    fusion: Literal["weighted", "rrf"] = Field(
-        "weighted", description="How dense and BM25 rankings are fused"
+    fusion: Literal["dbsf", "rrf", "weighted", "dense", "bm25"] = Field(
+        "dbsf",
+        description="How dense and BM25 rankings are fused: dbsf (score distributions, "
+        "default), rrf (plain reciprocal rank), weighted, or one leg alone (dense, bm25)",
     )
     rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion")
     dense_weight: float = Field(
-        0.5, ge=0.0, le=1.0, description="Weight of the dense ranking in weighted fusion"
+        0.55, ge=0.0, le=1.0, description="Weight of the dense leg in dbsf and weighted fusion"
     )
     candidates: int = Field(50, ge=5, le=1000, description="Candidates fetched per retriever")
     exact_max_points: int = Field(

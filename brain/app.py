@@ -246,4 +246,5 @@ class Brain:
             },
             "data_dir": str(self.home),
             "rerank": {"enabled": self.settings.rerank.enabled},
+            "capabilities": self.agentic.status(),
         }

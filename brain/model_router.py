@@ -178,6 +178,7 @@ class ModelRouter:
 
     def _make_client(self) -> InferenceClient | None:
         if self._base_url:
+            _allow_offline_endpoint(self._base_url)
             return InferenceClient(
                 base_url=self._base_url,
                 api_key=self._api_key or None,
@@ -277,3 +278,33 @@ def _used_tokens(response: Any, messages: list[dict[str, Any]], text: str) -> in
         return total
     prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
     return max(1, (prompt_chars + len(text)) // 4)
+
+
+# HF_HUB_OFFLINE=1 means "never reach the Hugging Face Hub" (it keeps the embedder offline);
+# huggingface_hub enforces it on every request of its shared HTTP session, which would also
+# block the user's own OpenAI-compatible endpoint (Ollama, vLLM on loopback). Requests to a
+# configured base URL pass; everything else still goes through the Hub's own check.
+_OWN_ENDPOINTS: set[str] = set()
+_HOOK_LOCK = threading.Lock()
+
+
+def _allow_offline_endpoint(base_url: str) -> None:
+    from huggingface_hub.utils import _http
+
+    with _HOOK_LOCK:
+        first = not _OWN_ENDPOINTS
+        _OWN_ENDPOINTS.add(base_url.rstrip("/"))
+        if not first:
+            return
+
+        def hook(request: httpx2.Request) -> str | None:
+            url = str(request.url)
+            if any(url.startswith(prefix) for prefix in _OWN_ENDPOINTS):
+                return None
+            return _http.hf_request_event_hook(request)
+
+        def factory() -> httpx2.Client:
+            return httpx2.Client(event_hooks={"request": [hook]}, follow_redirects=True,
+                                 timeout=None)
+
+        _http.set_client_factory(factory)

@@ -24,14 +24,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from brain.agentic.consolidation import consolidate
 from brain.agentic.deep_search import deep_search
 from brain.agentic.enrichment import EnrichConfig, Enricher, Interrupted, Paused, StepFailed
 from brain.agentic.obsidian import ObsidianMirror
 from brain.agentic.queue import Job, JobQueue
 from brain.errors import NoteNotFound
 from brain.memory import RecallFilter
-from brain.model_router import ModelRouter
 
 log = logging.getLogger(__name__)
 
@@ -43,31 +41,35 @@ class AgenticService:
     def __init__(self, brain: Any) -> None:
         s = brain.settings
         self.brain = brain
-        self.router = ModelRouter(
-            base_url=s.llm.base_url, api_key=s.llm.api_key, provider=s.llm.provider,
-            fast_model=s.llm.fast_model, hard_model=s.llm.hard_model,
-            timeout_s=s.llm.timeout_s, max_retries=s.llm.max_retries,
-            daily_token_cap=s.llm.daily_token_cap, usage_path=brain.home / "llm_usage.json",
-            clock=brain.clock,
+        self.router = (
+            _router(brain)
+            if (s.llm.base_url or s.llm.api_key)
+            else OfflineRouter(s.llm.fast_model, s.llm.hard_model, s.llm.daily_token_cap)
         )
-        self.enabled = self.router.configured and s.llm.enrichment
+        self.enabled = (
+            self.router.configured and s.llm.enrichment and s.workers.get("enrichment", _ON).enabled
+        )
         self.max_attempts = s.llm.job_max_attempts
         self.backoff_s = s.llm.job_backoff_s
-        self.poll_s = min(5.0, s.workers["enrichment"].interval_s) if "enrichment" in s.workers \
-            else 1.0
+        self.poll_s = min(5.0, s.workers.get("enrichment", _ON).interval_s)
         self.queue: JobQueue | None = (
             JobQueue(brain.home / "agentic" / "jobs.sqlite3") if self.enabled else None
         )
         self._stop = threading.Event()
         self.mirror = ObsidianMirror(
-            self._load_note, api_key=s.obsidian.api_key, host=s.obsidian.host,
-            subfolder=s.obsidian.subfolder, vault_path=s.obsidian.vault_path,
+            self._load_note,
+            api_key=s.obsidian.api_key,
+            host=s.obsidian.host,
+            subfolder=s.obsidian.subfolder,
+            vault_path=s.obsidian.vault_path,
             timeout_s=s.obsidian.timeout_s,
         )
         self.enricher = Enricher(
-            brain, self.router,
+            brain,
+            self.router,
             EnrichConfig(s.memory.link_candidates, s.llm.evolve_threshold),
-            on_changed=self.mirror.enqueue, stopping=self._stop.is_set,
+            on_changed=self.mirror.enqueue,
+            stopping=self._stop.is_set,
         )
         self.jobs = {"done": 0, "retried": 0, "failed": 0, "paused": 0, "errors": 0}
         self._thread: threading.Thread | None = None
@@ -87,8 +89,7 @@ class AgenticService:
             log.info("enrichment: %d interrupted job(s) will run again", recovered)
         memory.listeners.append(self._on_event)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._worker, name="agentic-enrichment",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._worker, name="agentic-enrichment", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 3.0) -> None:
@@ -132,9 +133,13 @@ class AgenticService:
 
     def _backfill(self) -> int:
         assert self.queue is not None
-        heuristic = [p["zk_id"] for p in self.brain.memory.notes()
-                     if p.get("enriched_by") == "heuristic" and not p.get("forgotten")
-                     and p.get("memory_type") in ("permanent", "fleeting")]
+        heuristic = [
+            p["zk_id"]
+            for p in self.brain.memory.notes()
+            if p.get("enriched_by") == "heuristic"
+            and not p.get("forgotten")
+            and p.get("memory_type") in ("permanent", "fleeting")
+        ]
         covered = self.queue.open_or_failed(heuristic)
         missing = [z for z in heuristic if z not in covered]
         for zk_id in missing:
@@ -203,15 +208,28 @@ class AgenticService:
         log.debug("enrichment of %s: %s", job.zk_id, outcome)
 
     # -- reporting --------------------------------------------------------------------------
+    def queue_depth(self) -> int:
+        """Jobs pending or running (``brain status`` shows it)."""
+        if self.queue is None:
+            return 0
+        counts = self.queue.counts()
+        return counts["pending"] + counts["running"]
+
     def status(self) -> dict[str, Any]:
-        counts = self.queue.counts() if self.queue is not None else dict.fromkeys(
-            ("pending", "running", "done", "failed"), 0)
+        counts = (
+            self.queue.counts()
+            if self.queue is not None
+            else dict.fromkeys(("pending", "running", "done", "failed"), 0)
+        )
         llm = self.router.status()
         return {
             "llm": llm,
             "enrichment_mode": "llm" if self.enabled else "heuristic",
-            "queue": {**counts, "paused": bool(llm["paused_by_cap"]),
-                      "paused_reason": "daily token cap reached" if llm["paused_by_cap"] else ""},
+            "queue": {
+                **counts,
+                "paused": bool(llm["paused_by_cap"]),
+                "paused_reason": "daily token cap reached" if llm["paused_by_cap"] else "",
+            },
             "jobs": dict(self.jobs),
             "fallbacks": self.enricher.counters["fallbacks"],
             "enrichment": dict(self.enricher.counters),
@@ -233,9 +251,17 @@ class AgenticService:
         min_link_similarity: float = 0.75,
         max_clusters: int = 20,
     ) -> dict[str, Any]:
+        from brain.agentic.consolidation import consolidate  # numpy: loaded on first use
+
         result = consolidate(
-            self.brain.memory, self.router, project, dry_run, selected_cluster_ids,
-            min_similarity, min_link_similarity, max_clusters,
+            self.brain.memory,
+            self.router,
+            project,
+            dry_run,
+            selected_cluster_ids,
+            min_similarity,
+            min_link_similarity,
+            max_clusters,
         )
         if not dry_run:
             self.brain.save_graph()
@@ -249,6 +275,59 @@ class AgenticService:
             return self.brain.memory.get_payload(zk_id)
         except NoteNotFound:
             return None
+
+
+class _On:
+    enabled = True
+    interval_s = 1.0
+
+
+_ON = _On()
+
+
+class OfflineRouter:
+    """Stands in for ModelRouter when no model is configured, without importing the HF
+    client (it costs most of a second at every server start)."""
+
+    configured = False
+    mode = "offline"
+
+    def __init__(self, fast_model: str, hard_model: str, daily_token_cap: int = 0) -> None:
+        self.fast_model = fast_model
+        self.hard_model = hard_model
+        self.daily_token_cap = daily_token_cap
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "configured": False,
+            "mode": "offline",
+            "fast_model": self.fast_model,
+            "hard_model": self.hard_model,
+            "tokens_today": 0,
+            "daily_token_cap": self.daily_token_cap,
+            "paused_by_cap": False,
+            "calls": 0,
+            "failures": 0,
+            "last_error": "",
+        }
+
+
+def _router(brain: Any) -> Any:
+    from brain.model_router import ModelRouter
+
+    s = brain.settings
+    return ModelRouter(
+        base_url=s.llm.base_url,
+        api_key=s.llm.api_key,
+        provider=s.llm.provider,
+        fast_model=s.llm.fast_model,
+        hard_model=s.llm.hard_model,
+        timeout_s=s.llm.timeout_s,
+        max_retries=s.llm.max_retries,
+        daily_token_cap=s.llm.daily_token_cap,
+        usage_path=brain.home / "llm_usage.json",
+        clock=brain.clock,
+    )
 
 
 def build(brain: Any) -> AgenticService:

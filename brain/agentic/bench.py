@@ -32,8 +32,14 @@ def _reply(request: dict[str, Any]) -> str:
     prompt = str(request["messages"][-1]["content"])
     if "Decide which candidate" in prompt:
         return '{"links": []}'
-    return json.dumps({"title": "A claim", "context": "Why it matters.",
-                       "keywords": ["a", "b", "c", "d", "e"], "tags": ["x", "y"]})
+    return json.dumps(
+        {
+            "title": "A claim",
+            "context": "Why it matters.",
+            "keywords": ["a", "b", "c", "d", "e"],
+            "tags": ["x", "y"],
+        }
+    )
 
 
 def _open(home: Path, embedder: Embedder, base_url: str = "") -> Brain:

@@ -49,8 +49,12 @@ class Cluster:
             "min_similarity": round(self.min_similarity, 4),
             "max_similarity": round(self.max_similarity, 4),
             "members": [
-                {"zk_id": m["zk_id"], "title": m.get("title", ""),
-                 "note_kind": m.get("note_kind"), "created": m.get("created")}
+                {
+                    "zk_id": m["zk_id"],
+                    "title": m.get("title", ""),
+                    "note_kind": m.get("note_kind"),
+                    "created": m.get("created"),
+                }
                 for m in self.members
             ],
         }
@@ -92,13 +96,19 @@ def detect_clusters(
     for root, members in groups.items():
         if len(members) < 2:
             continue
-        ordered = sorted((notes[i] for i in members),
-                         key=lambda n: (n.get("created_ts", 0.0), n["zk_id"]))
+        ordered = sorted(
+            (notes[i] for i in members), key=lambda n: (n.get("created_ts", 0.0), n["zk_id"])
+        )
         reasons = why[root]
-        clusters.append(Cluster(
-            cluster_id([n["zk_id"] for n in ordered]), ordered, min(sims[root]), max(sims[root]),
-            reasons.pop() if len(reasons) == 1 else "near-duplicate+linked",
-        ))
+        clusters.append(
+            Cluster(
+                cluster_id([n["zk_id"] for n in ordered]),
+                ordered,
+                min(sims[root]),
+                max(sims[root]),
+                reasons.pop() if len(reasons) == 1 else "near-duplicate+linked",
+            )
+        )
     clusters.sort(key=lambda c: (-len(c.members), -c.max_similarity, c.cluster_id))
     return clusters[:max_clusters]
 
@@ -118,24 +128,31 @@ def consolidate(
     _check_threshold(min_link_similarity, "min_link_similarity")
     if not isinstance(max_clusters, int) or not 1 <= max_clusters <= 200:
         raise InvalidArgument("max_clusters must be 1..200", field="max_clusters")
-    clusters = detect_clusters(memory, project, min_similarity, min_link_similarity,
-                               max_clusters=10_000)
+    clusters = detect_clusters(
+        memory, project, min_similarity, min_link_similarity, max_clusters=10_000
+    )
     proposals = [c.proposal() for c in clusters[:max_clusters]]
     if dry_run:
-        return {"dry_run": True, "project": project, "clusters": proposals,
-                "count": len(proposals)}
+        return {"dry_run": True, "project": project, "clusters": proposals, "count": len(proposals)}
     if not selected_cluster_ids:
-        raise InvalidArgument("applying needs selected_cluster_ids: run a dry run, then pass "
-                              "the cluster_id values to merge", field="selected_cluster_ids")
+        raise InvalidArgument(
+            "applying needs selected_cluster_ids: run a dry run, then pass "
+            "the cluster_id values to merge",
+            field="selected_cluster_ids",
+        )
     by_id = {c.cluster_id: c for c in clusters}
     unknown = [c for c in selected_cluster_ids if c not in by_id]
     if unknown:
-        raise InvalidArgument(f"unknown cluster ids {unknown}: the notes changed or were already "
-                              "merged; run a dry run again for current ids",
-                              field="selected_cluster_ids")
+        raise InvalidArgument(
+            f"unknown cluster ids {unknown}: the notes changed or were already "
+            "merged; run a dry run again for current ids",
+            field="selected_cluster_ids",
+        )
     # Every merge is computed (and size-checked) before the first write.
-    merges = [(by_id[cid], *_merged(memory, router, by_id[cid]))
-              for cid in dict.fromkeys(selected_cluster_ids)]
+    merges = [
+        (by_id[cid], *_merged(memory, router, by_id[cid]))
+        for cid in dict.fromkeys(selected_cluster_ids)
+    ]
     applied = [_apply(memory, c, merged, by, project) for c, merged, by in merges]
     return {"dry_run": False, "project": project, "applied": applied, "count": len(applied)}
 
@@ -220,8 +237,11 @@ def heuristic_merge(members: list[dict[str, Any]]) -> note_builder.MergedNote:
     keywords = list(dict.fromkeys(k for n in members for k in n.get("keywords", [])))[:10]
     tags = [t for t, _ in Counter(t for n in members for t in n.get("tags", [])).most_common(5)]
     return note_builder.MergedNote(
-        content="\n\n".join(parts), title=members[0].get("title", ""),
-        context=f"Merged from {len(members)} overlapping notes", keywords=keywords, tags=tags,
+        content="\n\n".join(parts),
+        title=members[0].get("title", ""),
+        context=f"Merged from {len(members)} overlapping notes",
+        keywords=keywords,
+        tags=tags,
     )
 
 
@@ -238,8 +258,14 @@ def _apply(
     if merged_by:
         extra["enriched_by"] = merged_by  # the enrichment job then skips construction
     res = memory.add(
-        merged.content, project, "permanent", kind, tags=merged.tags or None,
-        links=[(z, "supersedes") for z in ids], autolink=False, extra=extra,
+        merged.content,
+        project,
+        "permanent",
+        kind,
+        tags=merged.tags or None,
+        links=[(z, "supersedes") for z in ids],
+        autolink=False,
+        extra=extra,
     )
     new_id = res.note["zk_id"]
     fields: dict[str, Any] = {"title": merged.title or res.note["title"]}
@@ -251,5 +277,9 @@ def _apply(
     for zk_id in ids:
         memory.archive(zk_id)
         memory.set_state(zk_id, superseded_by=new_id)
-    return {"cluster_id": cluster.cluster_id, "merged_note": new_id, "archived": ids,
-            "title": fields["title"]}
+    return {
+        "cluster_id": cluster.cluster_id,
+        "merged_note": new_id,
+        "archived": ids,
+        "title": fields["title"],
+    }

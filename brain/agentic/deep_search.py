@@ -64,16 +64,26 @@ def deep_search(
         # then looks only for notes not found yet.
         graph_new = _expand(memory, flt, found, frontier, hop) if hop else []
         hop_flt = flt.but_not(HasId(tuple(point_id(z) for z in found))) if found else flt
-        hits = (_search(memory, search_query, hop_flt, top_k, rf.confidence_min) if hop
-                else pool_hits[:top_k])
+        hits = (
+            _search(memory, search_query, hop_flt, top_k, rf.confidence_min)
+            if hop
+            else pool_hits[:top_k]
+        )
         new: list[str] = []
         for payload, score in hits:
             if hop:
                 score = pool.get(payload["zk_id"], score * GRAPH_DECAY**hop)
             if _offer(found, _Found(payload, score, hop)):
                 new.append(payload["zk_id"])
-        per_hop.append({"hop": hop, "query": search_query[:200], "search_hits": len(hits),
-                        "new_by_search": len(new), "new_by_graph": len(graph_new)})
+        per_hop.append(
+            {
+                "hop": hop,
+                "query": search_query[:200],
+                "search_hits": len(hits),
+                "new_by_search": len(new),
+                "new_by_graph": len(graph_new),
+            }
+        )
         frontier = new + graph_new
         if not frontier:
             break
@@ -82,8 +92,14 @@ def deep_search(
     ranked = sorted(found.values(), key=lambda f: (-f.score, f.hop, f.payload["zk_id"]))[:top_k]
     memory.stamp_access([f.payload["zk_id"] for f in ranked])
     results = [
-        public_note(f.payload, score=round(f.score, 6), hop=f.hop, found_by=f.found_by,
-                    via=f.via, relation=f.relation)
+        public_note(
+            f.payload,
+            score=round(f.score, 6),
+            hop=f.hop,
+            found_by=f.found_by,
+            via=f.via,
+            relation=f.relation,
+        )
         for f in ranked
     ]
     return {"results": results, "count": len(results), "hops": per_hop}

@@ -24,15 +24,17 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from brain import note_builder
 from brain.enrich import enrich
 from brain.errors import NoteNotFound
 from brain.memory import NOTE_FILTER
-from brain.model_router import ModelRouter
 from brain.notes import RELATIONS, point_id
 from brain.vector_store import Match
+
+if TYPE_CHECKING:
+    from brain.model_router import ModelRouter
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +143,7 @@ class Enricher:
         pts = store.retrieve([point_id(note["zk_id"])], with_vectors=True)
         if not pts or pts[0].dense is None:
             return [], {}
-        flt = NOTE_FILTER.and_(
-            Match("project", note["project"]), Match("memory_type", "permanent")
-        )
+        flt = NOTE_FILTER.and_(Match("project", note["project"]), Match("memory_type", "permanent"))
         hits = store.query_dense(pts[0].dense, flt, self.cfg.link_candidates + 1)
         hits = [h for h in hits if h.payload.get("zk_id") != note["zk_id"]]
         hits = hits[: self.cfg.link_candidates]

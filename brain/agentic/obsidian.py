@@ -27,8 +27,18 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["rest", "folder", "off"]
 _LOOPBACK = {"localhost", "127.0.0.1", "::1"}
-_FRONT = ("zk_id", "title", "tags", "keywords", "memory_type", "note_kind", "project",
-          "created", "updated", "enriched_by")
+_FRONT = (
+    "zk_id",
+    "title",
+    "tags",
+    "keywords",
+    "memory_type",
+    "note_kind",
+    "project",
+    "created",
+    "updated",
+    "enriched_by",
+)
 
 
 def render(payload: dict[str, Any]) -> str:

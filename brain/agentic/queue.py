@@ -137,9 +137,7 @@ class JobQueue:
         """Back to pending after ``delay_s``; a newer pending job for the note supersedes it."""
         now = time.time()
         with self._lock, self._tx():
-            row = self._db.execute(
-                "SELECT zk_id, kind FROM jobs WHERE id=?", (job_id,)
-            ).fetchone()
+            row = self._db.execute("SELECT zk_id, kind FROM jobs WHERE id=?", (job_id,)).fetchone()
             if row is None:
                 return
             newer = self._db.execute(

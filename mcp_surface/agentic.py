@@ -1,0 +1,93 @@
+"""Agentic memory tools: multi-hop deep search, cluster consolidation, capabilities."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from brain.memory import RecallFilter
+
+NoteKind = Literal[
+    "mistake",
+    "fix",
+    "pattern",
+    "research",
+    "decision",
+    "general",
+    "open_thread",
+    "session_summary",
+    "project_context",
+]
+Similarity = Annotated[float, Field(gt=0.0, le=1.0)]
+
+READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
+PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+
+
+def register(mcp: Any, call: Any) -> None:
+    @mcp.tool(annotations=READ)
+    async def deep_search(
+        query: Annotated[str, Field(min_length=1, description="The question, in words")],
+        project: str | None = None,
+        hops: Annotated[int, Field(ge=0, le=4, description="Search-and-follow rounds")] = 2,
+        top_k: Annotated[int, Field(ge=1, le=100, description="Notes to return")] = 10,
+        include_contextual: bool = False,
+        include_fleeting: bool = False,
+        note_kind: list[NoteKind] | None = None,
+        tags: list[str] | None = None,
+        max_age_days: float | None = None,
+        min_salience: float | None = None,
+        confidence_min: float | None = None,
+        include_siblings: bool = False,
+    ) -> dict[str, Any]:
+        """Multi-hop search for complex or causal questions ("why does X break?", "how did
+        we solve Y?"): searches, follows links from what it found, and searches again with
+        the found titles. Each result says which hop found it and through which link (via,
+        relation). For simple lookups use search_memory."""
+        rf = RecallFilter(
+            project=project,
+            include_fleeting=include_fleeting,
+            include_contextual=include_contextual,
+            note_kinds=note_kind or (),
+            tags=tags or (),
+            max_age_days=max_age_days,
+            min_salience=min_salience,
+            confidence_min=confidence_min,
+            include_siblings=include_siblings,
+        )
+        return await call(lambda b: b.agentic.deep_search(query, rf, hops, top_k))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def consolidate_clusters(
+        project: Annotated[str, Field(min_length=1, max_length=128)],
+        dry_run: bool = True,
+        selected_cluster_ids: list[str] | None = None,
+        min_similarity: Similarity = 0.9,
+        min_link_similarity: Similarity = 0.75,
+        max_clusters: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> dict[str, Any]:
+        """Find clusters of near-duplicate or strongly linked notes in a project. Always run
+        with dry_run=true first (changes nothing) and review the proposals; then call with
+        dry_run=false and the cluster_id values to merge. Each merged cluster becomes one
+        permanent note that supersedes the originals; originals are archived, and
+        restore_note brings them back."""
+        return await call(
+            lambda b: b.agentic.consolidate_clusters(
+                project,
+                dry_run,
+                selected_cluster_ids,
+                min_similarity,
+                min_link_similarity,
+                max_clusters,
+            )
+        )
+
+    @mcp.tool(annotations=PURE_READ)
+    async def brain_capabilities() -> dict[str, Any]:
+        """Which chat model is live, whether enrichment is LLM or heuristic, the enrichment
+        queue (pending, running, done, failed, paused by the token cap), tokens used today,
+        fallbacks and the Obsidian mirror's state. Never shows keys."""
+        return await call(lambda b: b.agentic.status())
