@@ -75,8 +75,12 @@ def register(sub: Any) -> None:
     p.set_defaults(func=export)
     p = sub.add_parser("import", help="import a JSONL export (re-embedded with this model)")
     p.add_argument("path")
-    p.add_argument("--on-conflict", choices=("error", "skip", "replace"), default="error",
-                   help="what to do with ids that already exist (default: refuse)")
+    p.add_argument(
+        "--on-conflict",
+        choices=("error", "skip", "replace"),
+        default="error",
+        help="what to do with ids that already exist (default: refuse)",
+    )
     add_home(p)
     p.set_defaults(func=import_)
     p = sub.add_parser("maintenance", help="weekly routine: stale archival, health, stats")

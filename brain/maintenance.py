@@ -76,8 +76,11 @@ def validate(payload: dict[str, Any]) -> list[str]:
             issues.append(f"missing:{name}")
         elif not _type_ok(payload[name], expected):
             issues.append(f"type:{name}")
-    checks = (("memory_type", MEMORY_TYPES), ("note_kind", NOTE_KINDS),
-              ("visibility", VISIBILITIES))
+    checks = (
+        ("memory_type", MEMORY_TYPES),
+        ("note_kind", NOTE_KINDS),
+        ("visibility", VISIBILITIES),
+    )
     for name, allowed in checks:
         if name in payload and payload[name] not in allowed:
             issues.append(f"enum:{name}")
@@ -101,22 +104,40 @@ def _ts(value: Any) -> float:
 def _fill_defaults(p: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     created = p.get("created") if isinstance(p.get("created"), str) else None
     updated = p.get("updated") if isinstance(p.get("updated"), str) else None
-    content = p.get("content") if isinstance(p.get("content"), str) else ""
+    raw = p.get("content")
+    content = raw if isinstance(raw, str) else ""
     defaults: dict[str, Any] = {
-        "kind": "note", "title": content.strip().split("\n", 1)[0][:120], "content": "",
-        "context": "", "keywords": [], "tags": [], "links": [],
+        "kind": "note",
+        "title": content.strip().split("\n", 1)[0][:120],
+        "content": "",
+        "context": "",
+        "keywords": [],
+        "tags": [],
+        "links": [],
         "link_types": {z: "related" for z in p.get("links", []) if isinstance(z, str)},
-        "memory_type": "permanent", "note_kind": "general", "pinned": False,
-        "project": ctx["project"], "created": created or updated or ctx["now"],
-        "updated": updated or created or ctx["now"], "access_count": 0, "last_accessed": "",
-        "user_id": ctx["user_id"], "agent_id": ctx["agent_id"], "salience": 0.5,
-        "embed_model": ctx["model"], "enriched_by": "legacy", "forgotten": False,
+        "memory_type": "permanent",
+        "note_kind": "general",
+        "pinned": False,
+        "project": ctx["project"],
+        "created": created or updated or ctx["now"],
+        "updated": updated or created or ctx["now"],
+        "access_count": 0,
+        "last_accessed": "",
+        "user_id": ctx["user_id"],
+        "agent_id": ctx["agent_id"],
+        "salience": 0.5,
+        "embed_model": ctx["model"],
+        "enriched_by": "legacy",
+        "forgotten": False,
         "visibility": "shared",
     }
     patch = {k: v for k, v in defaults.items() if k not in p}
     merged = {**p, **patch}
-    for iso_field, ts_field in (("created", "created_ts"), ("updated", "updated_ts"),
-                                ("last_accessed", "last_accessed_ts")):
+    for iso_field, ts_field in (
+        ("created", "created_ts"),
+        ("updated", "updated_ts"),
+        ("last_accessed", "last_accessed_ts"),
+    ):
         if ts_field not in p:
             patch[ts_field] = _ts(merged.get(iso_field))
     return patch
@@ -143,7 +164,9 @@ def _memory_type(p: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:  # n
 
 
 PATCHERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
-    "memory-schema": _fill_defaults, "note-kind": _note_kind, "memory-type": _memory_type,
+    "memory-schema": _fill_defaults,
+    "note-kind": _note_kind,
+    "memory-type": _memory_type,
 }
 
 
@@ -197,22 +220,33 @@ class MaintenanceService:
                     invalid += 1
                     by_issue.update(issues)
                     if len(problems) < PROBLEM_CAP:
-                        problems.append({"zk_id": pt.payload.get("zk_id"), "point_id": pt.id,
-                                         "issues": issues})
-        return {"ok": invalid == 0, "scanned": scanned, "invalid": invalid,
-                "by_issue": dict(sorted(by_issue.items())), "problems": problems}
+                        problems.append(
+                            {"zk_id": pt.payload.get("zk_id"), "point_id": pt.id, "issues": issues}
+                        )
+        return {
+            "ok": invalid == 0,
+            "scanned": scanned,
+            "invalid": invalid,
+            "by_issue": dict(sorted(by_issue.items())),
+            "problems": problems,
+        }
 
     # ------------------------------------------------------------------ migrations
     def _ctx(self) -> dict[str, Any]:
         s = self.brain.settings
-        return {"project": s.memory.default_project, "user_id": s.identity.user_id,
-                "agent_id": s.identity.agent_id, "model": self.brain.meta.model,
-                "now": iso(self.brain.clock.now())}
+        return {
+            "project": s.memory.default_project,
+            "user_id": s.identity.user_id,
+            "agent_id": s.identity.agent_id,
+            "model": self.brain.meta.model,
+            "now": iso(self.brain.clock.now()),
+        }
 
     def migrate(self, name: str, apply: bool = False, progress: bool = False) -> dict[str, Any]:
         if name not in PATCHERS:
-            raise InvalidArgument(f"no migration {name!r}; use one of: {', '.join(PATCHERS)}",
-                                  field="name")
+            raise InvalidArgument(
+                f"no migration {name!r}; use one of: {', '.join(PATCHERS)}", field="name"
+            )
         patcher, ctx = PATCHERS[name], self._ctx()
         planned: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
         with _bar(self._count(), f"scan {name}", progress) as bar:
@@ -222,8 +256,13 @@ class MaintenanceService:
                 if patch:
                     planned.append((pt.id, pt.payload, patch))
         changes = [{"zk_id": p.get("zk_id"), "set": patch} for _, p, patch in planned]
-        result: dict[str, Any] = {"migration": name, "apply": apply, "changed": len(planned),
-                                  "changes": changes[:PROBLEM_CAP], "backup": None}
+        result: dict[str, Any] = {
+            "migration": name,
+            "apply": apply,
+            "changed": len(planned),
+            "changes": changes[:PROBLEM_CAP],
+            "backup": None,
+        }
         if not apply or not planned:
             return result
         result["backup"] = str(self.write_backup(MIGRATIONS[name], progress))
@@ -248,9 +287,14 @@ class MaintenanceService:
             for pt in self.note_points():
                 points.append({"id": pt.id, "payload": pt.payload})
                 bar.update(1)
-        data = {"format": BACKUP_FORMAT, "version": 1, "name": name,
-                "created": iso(self.brain.clock.now()), "model": self.brain.meta.model,
-                "points": points}
+        data = {
+            "format": BACKUP_FORMAT,
+            "version": 1,
+            "name": name,
+            "created": iso(self.brain.clock.now()),
+            "model": self.brain.meta.model,
+            "points": points,
+        }
         _atomic_write(path, json.dumps(data, ensure_ascii=False))
         return path
 
@@ -267,9 +311,11 @@ class MaintenanceService:
         restored = reembedded = 0
         with _bar(len(entries), "restore", progress) as bar:
             for i in range(0, len(entries), BATCH):
-                batch = entries[i:i + BATCH]
-                have = {p.id: p for p in self.store.retrieve([e["id"] for e in batch],
-                                                             with_vectors=True)}
+                batch = entries[i : i + BATCH]
+                have = {
+                    p.id: p
+                    for p in self.store.retrieve([e["id"] for e in batch], with_vectors=True)
+                }
                 points = []
                 for e in batch:
                     old = have.get(e["id"])
@@ -292,15 +338,16 @@ class MaintenanceService:
         dense = self.brain.embedder.embed_documents(texts)
         out = []
         for (pid, p), vec in zip(items, dense, strict=True):
-            sparse = self.brain.bm25.document(keyword_text({**p, "content": p.get("content") or ""}))
+            sparse = self.brain.bm25.document(
+                keyword_text({**p, "content": p.get("content") or ""})
+            )
             out.append(Point(pid, p, vec.tolist(), sparse))
         return out
 
     def _rebuild_graph(self) -> None:
         self.store.flush()
         self.brain.meta.mark_graph_dirty()
-        notes = [p.payload for p in self.note_points()
-                 if isinstance(p.payload.get("zk_id"), str)]
+        notes = [p.payload for p in self.note_points() if isinstance(p.payload.get("zk_id"), str)]
         self.brain.graph.rebuild(notes, self.brain.meta.graph_seq)
         self.brain.save_graph()
 
@@ -308,17 +355,26 @@ class MaintenanceService:
     def export_jsonl(self, path: str | Path, progress: bool = False) -> dict[str, Any]:
         path = Path(path).expanduser()
         retired_flt = Filter(must=(Match("kind", "retired"),))
-        header = {"type": "header", "format": EXPORT_FORMAT, "version": 1,
-                  "exported": iso(self.brain.clock.now()), "model": self.brain.meta.model,
-                  "dimension": self.brain.meta.dimension}
+        header = {
+            "type": "header",
+            "format": EXPORT_FORMAT,
+            "version": 1,
+            "exported": iso(self.brain.clock.now()),
+            "model": self.brain.meta.model,
+            "dimension": self.brain.meta.dimension,
+        }
         notes = retired = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh, _bar(self._count(), "export", progress) as bar:
             fh.write(json.dumps(header) + "\n")
             for pt in self.note_points():
-                fh.write(json.dumps({"type": "note", "id": pt.id, "payload": pt.payload},
-                                    ensure_ascii=False) + "\n")
+                fh.write(
+                    json.dumps(
+                        {"type": "note", "id": pt.id, "payload": pt.payload}, ensure_ascii=False
+                    )
+                    + "\n"
+                )
                 notes += 1
                 bar.update(1)
             for pt in scroll_all(self.store, retired_flt):
@@ -337,29 +393,36 @@ class MaintenanceService:
                 try:
                     rec = json.loads(line)
                 except ValueError as exc:
-                    raise InvalidArgument(f"{path}:{lineno} is not JSON ({exc}); nothing was "
-                                          "imported", field="path") from exc
+                    raise InvalidArgument(
+                        f"{path}:{lineno} is not JSON ({exc}); nothing was imported", field="path"
+                    ) from exc
                 if lineno == 1:
                     if rec.get("type") != "header" or rec.get("format") != EXPORT_FORMAT:
-                        raise InvalidArgument(f"{path} is not an opencode-brain export "
-                                              "(missing header); nothing was imported",
-                                              field="path")
+                        raise InvalidArgument(
+                            f"{path} is not an opencode-brain export "
+                            "(missing header); nothing was imported",
+                            field="path",
+                        )
                     continue
-                ok = (isinstance(rec, dict) and rec.get("type") in ("note", "retired")
-                      and isinstance(rec.get("payload"), dict)
-                      and isinstance(rec["payload"].get("zk_id"), str))
+                ok = (
+                    isinstance(rec, dict)
+                    and rec.get("type") in ("note", "retired")
+                    and isinstance(rec.get("payload"), dict)
+                    and isinstance(rec["payload"].get("zk_id"), str)
+                )
                 if not ok:
-                    raise InvalidArgument(f"{path}:{lineno} is not a note record; nothing was "
-                                          "imported", field="path")
+                    raise InvalidArgument(
+                        f"{path}:{lineno} is not a note record; nothing was imported", field="path"
+                    )
                 yield rec
 
-    def import_jsonl(self, path: str | Path, on_conflict: str = "error",
-                     progress: bool = False) -> dict[str, Any]:
+    def import_jsonl(
+        self, path: str | Path, on_conflict: str = "error", progress: bool = False
+    ) -> dict[str, Any]:
         """Import an export. Existing ids: ``error`` (default, before any write), ``skip`` or
         ``replace``."""
         if on_conflict not in ("error", "skip", "replace"):
-            raise InvalidArgument("on_conflict must be error, skip or replace",
-                                  field="on_conflict")
+            raise InvalidArgument("on_conflict must be error, skip or replace", field="on_conflict")
         path = Path(path).expanduser()
         if not path.is_file():
             raise InvalidArgument(f"no export file at {path}", field="path")
@@ -369,16 +432,20 @@ class MaintenanceService:
         batch: list[str] = []
         for rec in self._read_export(path):
             total += 1
-            batch.append(rec["id"] if isinstance(rec.get("id"), str)
-                         else point_id(rec["payload"]["zk_id"]))
+            batch.append(
+                rec["id"] if isinstance(rec.get("id"), str) else point_id(rec["payload"]["zk_id"])
+            )
             if len(batch) >= 256:
                 clashes += [p.payload.get("zk_id", p.id) for p in self.store.retrieve(batch)]
                 batch = []
         clashes += [p.payload.get("zk_id", p.id) for p in self.store.retrieve(batch)]
         if clashes and on_conflict == "error":
-            raise Conflict(f"{len(clashes)} ids of the export already exist here (e.g. "
-                           f"{clashes[0]}); import into an empty home, or pass on_conflict="
-                           "skip / replace (--on-conflict)", count=len(clashes))
+            raise Conflict(
+                f"{len(clashes)} ids of the export already exist here (e.g. "
+                f"{clashes[0]}); import into an empty home, or pass on_conflict="
+                "skip / replace (--on-conflict)",
+                count=len(clashes),
+            )
         skip = set(clashes) if on_conflict == "skip" else set()
         imported = skipped = 0
         pending: list[tuple[str, dict[str, Any]]] = []
@@ -400,16 +467,21 @@ class MaintenanceService:
                     pending = []
             imported += self._import_batch(pending)
         self._rebuild_graph()
-        return {"path": str(path), "imported": imported, "skipped": skipped,
-                "model": self.brain.meta.model}
+        return {
+            "path": str(path),
+            "imported": imported,
+            "skipped": skipped,
+            "model": self.brain.meta.model,
+        }
 
     def _import_batch(self, items: list[tuple[str, dict[str, Any]]]) -> int:
         if not items:
             return 0
         model = self.brain.meta.model
         # Re-embedded here with this home's model, so the stamp names it.
-        items = [(pid, {**p, "embed_model": model} if "embed_model" in p else p)
-                 for pid, p in items]
+        items = [
+            (pid, {**p, "embed_model": model} if "embed_model" in p else p) for pid, p in items
+        ]
         self.store.upsert(self._embed_batch(items))
         return len(items)
 
@@ -418,8 +490,14 @@ class MaintenanceService:
         archive = self.brain.decay.archive_stale_notes(dry_run=not apply)
         reclaim = self.brain.decay.reclaim_forgotten() if apply else None
         health = self.check_health(progress)
-        return {"apply": apply, "archive": archive, "reclamation": reclaim, "health": health,
-                "stats": self.brain.stats(), "ok": health["ok"]}
+        return {
+            "apply": apply,
+            "archive": archive,
+            "reclamation": reclaim,
+            "health": health,
+            "stats": self.brain.stats(),
+            "ok": health["ok"],
+        }
 
 
 def build(brain: Any) -> MaintenanceService:

@@ -25,13 +25,17 @@ ELIDED = "\n\n[... earlier occurrences elided ...]"
 
 def _signature(value: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument("failure_signature is empty: pass a short stable key for this "
-                              "failure, e.g. 'pytest:ImportError:qdrant_edge'",
-                              field="failure_signature")
+        raise InvalidArgument(
+            "failure_signature is empty: pass a short stable key for this "
+            "failure, e.g. 'pytest:ImportError:qdrant_edge'",
+            field="failure_signature",
+        )
     value = " ".join(value.split())
     if len(value) > MAX_SIGNATURE:
-        raise InvalidArgument(f"failure_signature is longer than {MAX_SIGNATURE} characters",
-                              field="failure_signature")
+        raise InvalidArgument(
+            f"failure_signature is longer than {MAX_SIGNATURE} characters",
+            field="failure_signature",
+        )
     return value
 
 
@@ -58,12 +62,19 @@ class MistakeService:
         return self.brain.memory
 
     def find_failure(self, project: str, signature: str) -> dict[str, Any] | None:
-        flt = Filter(must=(Match("kind", "note"), Match("note_kind", "mistake"),
-                           Match("project", project), Match("failure_signature", signature),
-                           MatchAny("memory_type", ("fleeting", "permanent"))))
+        flt = Filter(
+            must=(
+                Match("kind", "note"),
+                Match("note_kind", "mistake"),
+                Match("project", project),
+                Match("failure_signature", signature),
+                MatchAny("memory_type", ("fleeting", "permanent")),
+            )
+        )
         # forgotten is checked here: boolean matches are not reliable on qdrant-edge-py 0.9.
-        found = [p.payload for p in scroll_all(self.brain.store, flt)
-                 if not p.payload.get("forgotten")]
+        found = [
+            p.payload for p in scroll_all(self.brain.store, flt) if not p.payload.get("forgotten")
+        ]
         found.sort(key=lambda p: float(p.get("created_ts") or 0))
         return found[0] if found else None
 
@@ -76,66 +87,114 @@ class MistakeService:
             existing = self.find_failure(project, sig)
             if existing is None:
                 res = self.memory.add(
-                    detail, project, "fleeting", "mistake", tags=["mistake"],
-                    extra={"failure_signature": sig, "occurrences": 1, "first_seen": now,
-                           "last_seen": now, "resolved": False, "fix_ids": []})
-                return {"note": {**res.note, "occurrences": 1}, "occurrences": 1,
-                        "duplicate": False, "redacted": sorted(set(kinds) | set(res.redacted))}
+                    detail,
+                    project,
+                    "fleeting",
+                    "mistake",
+                    tags=["mistake"],
+                    extra={
+                        "failure_signature": sig,
+                        "occurrences": 1,
+                        "first_seen": now,
+                        "last_seen": now,
+                        "resolved": False,
+                        "fix_ids": [],
+                    },
+                )
+                return {
+                    "note": {**res.note, "occurrences": 1},
+                    "occurrences": 1,
+                    "duplicate": False,
+                    "redacted": sorted(set(kinds) | set(res.redacted)),
+                }
             n = int(existing.get("occurrences") or 1) + 1
-            merged = _append(existing["content"], detail, f"occurrence {n} at {now}",
-                             self.brain.settings.memory.max_content_chars)
+            merged = _append(
+                existing["content"],
+                detail,
+                f"occurrence {n} at {now}",
+                self.brain.settings.memory.max_content_chars,
+            )
             res = self.memory.update(existing["zk_id"], merged)
             self.memory.set_state(existing["zk_id"], occurrences=n, last_seen=now)
-        return {"note": {**res.note, "occurrences": n}, "occurrences": n, "duplicate": True,
-                "recurred_after_fix": bool(existing.get("resolved")),
-                "redacted": sorted(set(kinds) | set(res.redacted))}
+        return {
+            "note": {**res.note, "occurrences": n},
+            "occurrences": n,
+            "duplicate": True,
+            "recurred_after_fix": bool(existing.get("resolved")),
+            "redacted": sorted(set(kinds) | set(res.redacted)),
+        }
 
-    def record_resolution(self, failure_zk_id: str, fix_content: str,
-                          project: str | None = None) -> dict[str, Any]:
+    def record_resolution(
+        self, failure_zk_id: str, fix_content: str, project: str | None = None
+    ) -> dict[str, Any]:
         failure = self.memory.get_payload(failure_zk_id)
         if failure.get("note_kind") != "mistake":
-            raise InvalidArgument(f"{failure['zk_id']} is a {failure.get('note_kind')} note, not "
-                                  "a mistake: pass the id record_failure returned",
-                                  field="failure_zk_id")
+            raise InvalidArgument(
+                f"{failure['zk_id']} is a {failure.get('note_kind')} note, not "
+                "a mistake: pass the id record_failure returned",
+                field="failure_zk_id",
+            )
         project = check_project(project or failure["project"])
         fid = failure["zk_id"]
         res = self.memory.add(
-            fix_content, project, "permanent", "fix", tags=["fix"], links=[(fid, "fixes")],
-            extra={"fixes_failure": fid, "failure_signature": failure.get("failure_signature", "")})
+            fix_content,
+            project,
+            "permanent",
+            "fix",
+            tags=["fix"],
+            links=[(fid, "fixes")],
+            extra={"fixes_failure": fid, "failure_signature": failure.get("failure_signature", "")},
+        )
         fix = res.note
         if failure["memory_type"] == "fleeting":
             self.memory.distill(fid)
         fix_ids = [*self.memory.get_payload(fid).get("fix_ids", []), fix["zk_id"]]
-        promoted = self.memory.set_state(fid, resolved=True, fix_ids=fix_ids,
-                                         resolved_at=iso(self.brain.clock.now()))
-        return {"fix": fix, "failure": public_note(promoted, occurrences=promoted.get("occurrences", 1),
-                                                   resolved=True),
-                "redacted": list(res.redacted)}
+        promoted = self.memory.set_state(
+            fid, resolved=True, fix_ids=fix_ids, resolved_at=iso(self.brain.clock.now())
+        )
+        return {
+            "fix": fix,
+            "failure": public_note(
+                promoted, occurrences=promoted.get("occurrences", 1), resolved=True
+            ),
+            "redacted": list(res.redacted),
+        }
 
     # ------------------------------------------------------------------ preflight
     def fixes_of(self, mistake_zk: str) -> list[dict[str, Any]]:
         """Live notes linked ``fixes`` to a mistake (the store's links are the truth)."""
         flt = Filter(must=(Match("kind", "note"), Match("links", mistake_zk)))
-        ids = [p.payload["zk_id"] for p in scroll_all(self.brain.store, flt)
-               if p.payload.get("link_types", {}).get(mistake_zk) == "fixes"]
+        ids = [
+            p.payload["zk_id"]
+            for p in scroll_all(self.brain.store, flt)
+            if p.payload.get("link_types", {}).get(mistake_zk) == "fixes"
+        ]
         return self._live(sorted(ids))
 
     def mistakes_fixed_by(self, fix: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._live([ln["zk_id"] for ln in fix.get("links", [])
-                           if ln.get("relation") == "fixes"])
+        return self._live(
+            [ln["zk_id"] for ln in fix.get("links", []) if ln.get("relation") == "fixes"]
+        )
 
     def _live(self, ids: list[str]) -> list[dict[str, Any]]:
         pts = self.brain.store.retrieve([point_id(z) for z in ids])
-        return [public_note(p.payload) for p in pts if p.payload.get("kind") == "note"
-                and not p.payload.get("forgotten") and p.payload.get("memory_type") != "archived"]
+        return [
+            public_note(p.payload)
+            for p in pts
+            if p.payload.get("kind") == "note"
+            and not p.payload.get("forgotten")
+            and p.payload.get("memory_type") != "archived"
+        ]
 
-    def preflight_check(self, task: str, project: str | None = None,
-                        top_k: int = 5) -> dict[str, Any]:
+    def preflight_check(
+        self, task: str, project: str | None = None, top_k: int = 5
+    ) -> dict[str, Any]:
         check_top_k(top_k, 50)
         if project is not None:
             project = check_project(project)
-        rf = RecallFilter(project=project, include_fleeting=True,
-                          note_kinds=("mistake", "fix", "pattern"))
+        rf = RecallFilter(
+            project=project, include_fleeting=True, note_kinds=("mistake", "fix", "pattern")
+        )
         hits = self.memory.search(task, min(top_k * 3, MAX_TOP_K), rf)
         mistakes: list[dict[str, Any]] = []
         fixes: list[dict[str, Any]] = []
@@ -149,9 +208,14 @@ class MistakeService:
             elif kind == "pattern" and len(patterns) < top_k:
                 patterns.append(hit)
         unresolved = [m["zk_id"] for m in mistakes if not m["fixes"]]
-        return {"project": project, "mistakes": mistakes, "fixes": fixes,
-                "patterns": patterns, "unresolved_mistakes": unresolved,
-                "count": len(mistakes) + len(fixes) + len(patterns)}
+        return {
+            "project": project,
+            "mistakes": mistakes,
+            "fixes": fixes,
+            "patterns": patterns,
+            "unresolved_mistakes": unresolved,
+            "count": len(mistakes) + len(fixes) + len(patterns),
+        }
 
 
 def build(brain: Any) -> MistakeService:

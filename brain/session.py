@@ -60,19 +60,32 @@ class SessionService:
     def memory(self) -> Any:
         return self.brain.memory
 
-    def _notes(self, project: str, kinds: Sequence[str], *, types: Sequence[str] = LIVE,
-               pinned: bool = False, **match: Any) -> list[dict[str, Any]]:
+    def _notes(
+        self,
+        project: str,
+        kinds: Sequence[str],
+        *,
+        types: Sequence[str] = LIVE,
+        pinned: bool = False,
+        **match: Any,
+    ) -> list[dict[str, Any]]:
         """Live notes of a project and kinds, newest first."""
-        must: list[Any] = [Match("kind", "note"), Match("project", project),
-                           MatchAny("memory_type", tuple(types))]
+        must: list[Any] = [
+            Match("kind", "note"),
+            Match("project", project),
+            MatchAny("memory_type", tuple(types)),
+        ]
         if kinds:
             must.append(MatchAny("note_kind", tuple(kinds)))
         must += [Match(k, v) for k, v in match.items()]
         # forgotten / pinned are checked here, not in the filter: boolean matches are not
         # reliable on every backend (qdrant-edge-py 0.9 turns True into 1).
         flt = Filter(must=tuple(must))
-        notes = [p.payload for p in scroll_all(self.brain.store, flt)
-                 if not p.payload.get("forgotten") and (not pinned or p.payload.get("pinned"))]
+        notes = [
+            p.payload
+            for p in scroll_all(self.brain.store, flt)
+            if not p.payload.get("forgotten") and (not pinned or p.payload.get("pinned"))
+        ]
         notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]), reverse=True)
         return notes
 
@@ -102,12 +115,17 @@ class SessionService:
             "latest_session_summary": _handoff_note(summary) if summary else None,
             "open_thread": _handoff_note(thread) if thread else None,
             "other_active_threads": [t["zk_id"] for t in threads[1:]],
-            "recent_decisions": [public_note(p) for p in self._notes(project, ("decision",))[:limit]],
+            "recent_decisions": [
+                public_note(p) for p in self._notes(project, ("decision",))[:limit]
+            ],
             "recent_mistakes": [public_note(p) for p in self._notes(project, ("mistake",))[:limit]],
             "recent_fixes": [public_note(p) for p in self._notes(project, ("fix",))[:limit]],
             "pinned": [public_note(p) for p in pinned],
-            "counts": {"by_note_kind": {k: v for k, v in counts.items() if v},
-                       "notes": sum(counts.values()), "inbox": inbox_count},
+            "counts": {
+                "by_note_kind": {k: v for k, v in counts.items() if v},
+                "notes": sum(counts.values()),
+                "inbox": inbox_count,
+            },
         }
 
     def get_inbox(self, project: str | None = None, limit: int = 50) -> dict[str, Any]:
@@ -118,14 +136,21 @@ class SessionService:
         if project is not None:
             must.append(Match("project", check_project(project)))
         flt = Filter(must=tuple(must))
-        notes = [p.payload for p in scroll_all(self.brain.store, flt)
-                 if not p.payload.get("forgotten")]
+        notes = [
+            p.payload for p in scroll_all(self.brain.store, flt) if not p.payload.get("forgotten")
+        ]
         notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]))
         now_ts = self.brain.clock.now().timestamp()
-        items = [public_note(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts))
-                                               / DAY, 3)) for p in notes[:limit]]
-        return {"project": project, "notes": items, "count": len(notes),
-                "truncated": len(notes) > limit}
+        items = [
+            public_note(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts)) / DAY, 3))
+            for p in notes[:limit]
+        ]
+        return {
+            "project": project,
+            "notes": items,
+            "count": len(notes),
+            "truncated": len(notes) > limit,
+        }
 
     def open_session(self, project: str) -> dict[str, Any]:
         return {"context": self.get_session_context(project), "inbox": self.get_inbox(project)}
@@ -152,8 +177,9 @@ class SessionService:
     ) -> dict[str, Any]:
         project = check_project(project)
         if not isinstance(objective, str) or not objective.strip():
-            raise InvalidArgument("objective is empty: say what this session set out to do",
-                                  field="objective")
+            raise InvalidArgument(
+                "objective is empty: say what this session set out to do", field="objective"
+            )
         kinds: set[str] = set()
         objective = self._clean([objective.strip()], "objective", kinds)[0]
         done = self._clean(_lines(completed, "completed"), "completed", kinds)
@@ -163,46 +189,78 @@ class SessionService:
         previous = [t["zk_id"] for t in self.active_threads(project)]
         handoff_id = secrets.token_hex(6)
         now = iso(self.brain.clock.now())
-        session = {"objective": objective.strip(), "completed": done, "blockers": blocked,
-                   "next_steps": nxt, "key_files": files, "closed_at": now}
-        summary_text = "\n\n".join([
-            f"Session summary ({project}): {objective.strip()}",
-            _bullets("Completed", done), _bullets("Blockers", blocked),
-            _bullets("Next steps", nxt), _bullets("Key files", files),
-        ])
+        session = {
+            "objective": objective.strip(),
+            "completed": done,
+            "blockers": blocked,
+            "next_steps": nxt,
+            "key_files": files,
+            "closed_at": now,
+        }
+        summary_text = "\n\n".join(
+            [
+                f"Session summary ({project}): {objective.strip()}",
+                _bullets("Completed", done),
+                _bullets("Blockers", blocked),
+                _bullets("Next steps", nxt),
+                _bullets("Key files", files),
+            ]
+        )
         summary = self.memory.add(
-            summary_text, project, "permanent", "session_summary", tags=["session"],
-            extra={"handoff_id": handoff_id, "session": session}, autolink=False)
+            summary_text,
+            project,
+            "permanent",
+            "session_summary",
+            tags=["session"],
+            extra={"handoff_id": handoff_id, "session": session},
+            autolink=False,
+        )
         _step("summary_written")
-        thread_text = "\n\n".join([
-            f"Open thread ({project}): continue '{objective.strip()}'",
-            _bullets("Next steps", nxt), _bullets("Blockers", blocked), _bullets("Key files", files),
-        ])
+        thread_text = "\n\n".join(
+            [
+                f"Open thread ({project}): continue '{objective.strip()}'",
+                _bullets("Next steps", nxt),
+                _bullets("Blockers", blocked),
+                _bullets("Key files", files),
+            ]
+        )
         links = [(summary.note["zk_id"], "extends")]
         thread = self.memory.add(
-            thread_text, project, "permanent", "open_thread", tags=["handoff"],
+            thread_text,
+            project,
+            "permanent",
+            "open_thread",
+            tags=["handoff"],
             extra={"handoff_id": handoff_id, "thread_state": "active", "session": session},
-            links=links, autolink=False)
+            links=links,
+            autolink=False,
+        )
         self.brain.store.flush()
         _step("handoff_durable")
         archived = []
         for zk in previous:
-            self.memory.set_state(zk, thread_state="superseded",
-                                  superseded_by=thread.note["zk_id"])
+            self.memory.set_state(zk, thread_state="superseded", superseded_by=thread.note["zk_id"])
             self.memory.archive(zk)
             archived.append(zk)
         if archived:
             self.brain.store.flush()
         redacted = sorted(kinds | set(summary.redacted) | set(thread.redacted))
-        return {"session_summary": summary.note,
-                "open_thread": {**thread.note, "thread_state": "active"},
-                "archived_threads": archived, "handoff_id": handoff_id, "redacted": redacted}
+        return {
+            "session_summary": summary.note,
+            "open_thread": {**thread.note, "thread_state": "active"},
+            "archived_threads": archived,
+            "handoff_id": handoff_id,
+            "redacted": redacted,
+        }
 
 
 def _handoff_note(payload: dict[str, Any]) -> dict[str, Any]:
-    return public_note(payload, handoff_id=payload.get("handoff_id"),
-                       thread_state=payload.get("thread_state"),
-                       session=payload.get("session"))
+    return public_note(
+        payload,
+        handoff_id=payload.get("handoff_id"),
+        thread_state=payload.get("thread_state"),
+        session=payload.get("session"),
+    )
 
 
 def build(brain: Any) -> SessionService:

@@ -60,8 +60,9 @@ class WorkerRegistry:
         self._home = Path(brain.home).resolve()
 
     # ------------------------------------------------------------------ registry
-    def register(self, name: str, fn: WorkerFn, *, enabled: bool = True,
-                 interval_s: float = 3600.0) -> None:
+    def register(
+        self, name: str, fn: WorkerFn, *, enabled: bool = True, interval_s: float = 3600.0
+    ) -> None:
         """Add (or replace) a worker; ``[workers.<name>]`` settings override the defaults."""
         if not name or not callable(fn):
             raise InvalidArgument("a worker needs a name and a callable fn(brain)", field="name")
@@ -87,8 +88,9 @@ class WorkerRegistry:
         with self._lock:
             w = self._workers.get(name)
         if w is None:
-            raise InvalidArgument(f"no worker {name!r}; known: {', '.join(self.names())}",
-                                  field="name")
+            raise InvalidArgument(
+                f"no worker {name!r}; known: {', '.join(self.names())}", field="name"
+            )
         return w
 
     # ------------------------------------------------------------------ running
@@ -189,9 +191,17 @@ class WorkerRegistry:
         for name in self.names():
             w = self._get(name)
             enabled, interval = self.config(name)
-            out.append({"name": name, "enabled": enabled, "interval_s": interval,
-                        "runs": w.runs, "last_run_ts": w.last_run_ts, "next_ts": w.next_ts,
-                        "last_error": w.last_error})
+            out.append(
+                {
+                    "name": name,
+                    "enabled": enabled,
+                    "interval_s": interval,
+                    "runs": w.runs,
+                    "last_run_ts": w.last_run_ts,
+                    "next_ts": w.next_ts,
+                    "last_error": w.last_error,
+                }
+            )
         return out
 
 

@@ -1,7 +1,7 @@
 """Regenerate the settings table in README.md and the whole .env.example from config.py.
 
-    python tools/render_docs.py          # rewrite both
-    python tools/render_docs.py --check  # exit 1 when either is out of date
+python tools/render_docs.py          # rewrite both
+python tools/render_docs.py --check  # exit 1 when either is out of date
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def main() -> int:
     readme, env = ROOT / "README.md", ROOT / ".env.example"
     new_readme, new_env = rendered_readme(readme.read_text()), render_env_example()
     if "--check" in sys.argv:
-        stale = [p.name for p, new in ((readme, new_readme), (env, new_env))
-                 if p.read_text() != new]
+        stale = [
+            p.name for p, new in ((readme, new_readme), (env, new_env)) if p.read_text() != new
+        ]
         if stale:
             print(f"out of date: {', '.join(stale)}; run python tools/render_docs.py")
             return 1
