@@ -20,7 +20,7 @@ from brain.graph import LinkGraph
 from brain.memory import MemoryConfig, MemoryService
 from brain.store_meta import StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
-from brain.vector_store.base import INDEX_MIN_POINTS, Filter
+from brain.vector_store.base import Filter
 from config import Settings
 
 log = logging.getLogger(__name__)
@@ -188,15 +188,9 @@ class Brain:
             self.graph.save()
 
     def _graph_saver(self) -> None:
-        ticks = 0
         while not self._stop.wait(2.0):
-            ticks += 1
             try:
                 self.save_graph()
-                if ticks % 30 == 0 and self.store.count() >= INDEX_MIN_POINTS:
-                    created = self.store.ensure_indexes()
-                    if created:
-                        log.info("created %d payload indexes", created)
             except Exception:  # noqa: BLE001 - retried on the next tick
                 log.exception("housekeeping failed")
 

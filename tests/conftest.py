@@ -50,10 +50,34 @@ def hash_embedder() -> HashEmbedder:
     return HashEmbedder(REGISTRY["offline/hash-384"])
 
 
+@pytest.fixture(scope="session")
+def _empty_shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty 384-d Edge shard with every payload index, built once per test session.
+
+    Creating the ~25 indexes costs about a second per store; copying this template into each
+    test's home keeps the per-test store real (same code, same files) without that cost."""
+    from brain.vector_store.edge import EdgeStore
+
+    path = tmp_path_factory.mktemp("template") / "shard"
+    store = EdgeStore(path)
+    store.open(384)
+    store.close()
+    return path
+
+
+def _seed_store(settings: Settings, template: Path) -> None:
+    import shutil
+
+    target = Path(settings.home) / "store" / f"{settings.qdrant.collection}_g1"
+    if not target.exists():
+        shutil.copytree(template, target)
+
+
 @pytest.fixture
-def brain(settings: Settings, clock: ManualClock) -> Iterator[Brain]:
+def brain(settings: Settings, clock: ManualClock, _empty_shard: Path) -> Iterator[Brain]:
     """A brain on Qdrant Edge in a temp dir with the deterministic offline embedder."""
     settings.embedding.model = "offline/hash-384"
+    _seed_store(settings, _empty_shard)
     b = Brain(settings, embedder=hash_embedder(), clock=clock).open()
     try:
         yield b
@@ -70,7 +94,10 @@ def st_embedder():  # noqa: ANN201 - SentenceTransformerEmbedder
 
 
 @pytest.fixture
-def real_brain(settings: Settings, clock: ManualClock, st_embedder) -> Iterator[Brain]:  # noqa: ANN001
+def real_brain(
+    settings: Settings, clock: ManualClock, st_embedder, _empty_shard: Path  # noqa: ANN001
+) -> Iterator[Brain]:
+    _seed_store(settings, _empty_shard)
     b = Brain(settings, embedder=st_embedder, clock=clock).open()
     try:
         yield b

@@ -22,8 +22,6 @@ KEYWORD_FIELDS = (
 )
 FLOAT_FIELDS = ("created_ts", "updated_ts", "last_accessed_ts", "salience", "forgotten_ts")
 BOOL_FIELDS = ("pinned", "forgotten")
-# Below this many points a scan beats an index; Edge creates its payload indexes past it.
-INDEX_MIN_POINTS = 1_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from brain.vector_store.base import (
     BOOL_FIELDS,
     DENSE,
     FLOAT_FIELDS,
-    INDEX_MIN_POINTS,
     KEYWORD_FIELDS,
     SPARSE,
     Filter,
@@ -128,14 +127,12 @@ class EdgeStore:
                     path=str(self.path),
                 ) from exc
             raise StoreError(f"cannot open Qdrant Edge shard at {self.path}: {exc}") from exc
-        if self.count() >= INDEX_MIN_POINTS:
-            self.ensure_indexes()
+        # Filtered search without payload indexes reads every payload per condition: measured
+        # 66 ms vs 3 ms for a filtered search over 200 notes. Index from the first point on.
+        self.ensure_indexes()
 
     def ensure_indexes(self) -> int:
-        """Create the payload indexes that are missing; returns how many were created.
-
-        A small store is scanned faster than it is indexed (each index costs ~50 ms to create),
-        so indexes are created once the store holds INDEX_MIN_POINTS points."""
+        """Create the payload indexes that are missing; returns how many were created."""
         shard = self._require()
         have = set(shard.info().payload_schema)
         wanted = [(n, qe.PayloadSchemaType.Keyword) for n in KEYWORD_FIELDS]
