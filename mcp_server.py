@@ -44,10 +44,10 @@ TopK = Annotated[int, Field(ge=1, le=100, description="How many notes to return 
 Project = Annotated[str, Field(min_length=1, max_length=128, description="Project name")]
 ZkId = Annotated[str, Field(description="Note id, e.g. ZK-1A2B3C4D")]
 
-READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
-DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
-PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+READ = ToolAnnotations(read_only_hint=False, idempotent_hint=False, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+PURE_READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 INSTRUCTIONS = (
     "Persistent memory for coding agents. Start with search_memory for what you already "
@@ -61,24 +61,41 @@ class _State:
         self.brain = brain
 
 
-def create_server(settings: Settings | None = None, brain: Brain | None = None) -> FastMCP:
-    """A server over ``brain`` (tests) or over a Brain built from ``settings`` at startup."""
+def create_server(
+    settings: Settings | None = None,
+    brain: Brain | None = None,
+    *,
+    http: bool = False,
+    auth: Any = None,
+) -> FastMCP:
+    """A server over ``brain`` (tests, the owner's sibling endpoint) or, without one, a server
+    that shares its data dir with every other server on it: the first one owns the Brain, the
+    rest forward to it (mcp_surface/routing.py). ``http`` adds bearer tokens and per-token
+    identity for ``brain serve --http``."""
+    from mcp_surface import routing
+
     state = _State(brain)
+    router: routing.Router | None = None
+    if brain is None:
+        settings = settings or load_settings()
+        if http:
+            auth = routing.http_auth(settings)
 
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        if state.brain is not None:
+        if router is None:
             yield {"brain": state.brain}
             return
-        owned = await anyio.to_thread.run_sync(lambda: Brain(settings or load_settings()).open())
-        state.brain = owned
-        try:
-            yield {"brain": owned}
-        finally:
-            await anyio.to_thread.run_sync(owned.close)
-            state.brain = None
+        async with router.running():
+            yield {"brain": state.brain, "router": router}
 
-    mcp = FastMCP("opencode-brain", instructions=INSTRUCTIONS, lifespan=lifespan)
+    mcp = FastMCP("opencode-brain", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth)
+    if http:
+        mcp.add_middleware(routing.TokenIdentity())
+    if brain is None:
+        router = routing.attach(mcp, settings, state,
+                                lambda b, a: create_server(brain=b, auth=a),
+                                "http" if http else "stdio")
 
     async def call(fn: Callable[[Brain], T]) -> T:
         if state.brain is None:
@@ -131,15 +148,30 @@ def create_server(settings: Settings | None = None, brain: Brain | None = None) 
         fingerprint_match: bool = True,
         custom_filters: list[dict[str, Any]] | None = None,
         include_siblings: bool = False,
+        all_projects: bool = False,
+        include_files: bool = False,
+        files_threshold: Annotated[float, Field(ge=-1, le=1)] = 0.5,
     ) -> dict[str, Any]:
         """Hybrid (meaning + keyword) search over notes for simple, direct lookups. Archived
-        and forgotten notes never appear; every returned note is access-stamped."""
+        and forgotten notes never appear; every returned note is access-stamped. Without a
+        project it searches the default project (all_projects=true searches every one);
+        include_files=true also returns matching passages of uploaded documents."""
         rf = recall(project, include_fleeting, include_contextual, note_kinds=note_kind or (),
                     tags=tags or (), max_age_days=max_age_days, min_salience=min_salience,
                     confidence_min=confidence_min, fingerprint_match=fingerprint_match,
-                    custom=custom_filters or (), include_siblings=include_siblings)
-        hits = await call(lambda b: b.memory.search(query, top_k, rf))
-        return {"results": hits, "count": len(hits)}
+                    custom=custom_filters or (), include_siblings=include_siblings,
+                    all_projects=all_projects)
+
+        def run(b: Brain) -> dict[str, Any]:
+            qvec = b.embedder.embed_query(query).tolist()  # embedded once, used for both
+            hits = b.memory.search(query, top_k, rf, query_vector=qvec)
+            out: dict[str, Any] = {"results": hits, "count": len(hits)}
+            if include_files:
+                out["files"] = b.files.search_with_vector(
+                    qvec, limit=min(top_k, 30), threshold=files_threshold)
+            return out
+
+        return await call(run)
 
     @mcp.tool(annotations=PURE_READ)
     async def get_related(
@@ -183,15 +215,32 @@ TOOL_GROUPS: tuple[str, ...] = ("workflow", "agentic", "sources", "files")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Start the stdio server (``python mcp_server.py``); ``--http`` serves streamable HTTP."""
+    """Start the stdio server (``python mcp_server.py``); ``--http`` serves streamable HTTP
+    (127.0.0.1:8765 unless ``--host``/``--port``) behind a bearer token."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="mcp_server.py")
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         settings = load_settings()
     except ValueError as exc:
         print(f"opencode-brain: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     setup_logging(settings.home, settings.log.level)
-    server = create_server(settings)
-    server.run(transport="stdio", show_banner=False)
+    if not args.http:
+        create_server(settings).run(transport="stdio", show_banner=False)
+        return
+    server = create_server(settings, http=True)
+    verifier = server.auth
+    if verifier.created:
+        print(f"opencode-brain: new HTTP token {verifier.token} saved in {verifier.token_path} "
+              "(0600); clients send it as 'Authorization: Bearer <token>'", file=sys.stderr)
+    else:
+        print(f"opencode-brain: HTTP token in {verifier.token_path}", file=sys.stderr)
+    server.run(transport="http", show_banner=False, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

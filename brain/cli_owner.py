@@ -34,21 +34,34 @@ def store_health(brain: Any) -> dict[str, Any]:
     try:
         info = brain.store.info()
         notes = brain.store.count(None)
-        return {"ok": True, "backend": info.backend, "location": info.location,
-                "points": notes, "extra": info.extra,
-                "probe_ms": round((time.perf_counter() - t0) * 1000, 2),
-                "model": brain.meta.model, "pending_model": brain.pending_model}
+        return {
+            "ok": True,
+            "backend": info.backend,
+            "location": info.location,
+            "points": notes,
+            "extra": info.extra,
+            "probe_ms": round((time.perf_counter() - t0) * 1000, 2),
+            "model": brain.meta.model,
+            "pending_model": brain.pending_model,
+        }
     except Exception as exc:  # noqa: BLE001
         return {"ok": False, "error": str(exc)}
 
 
-def report(brain: Any, info: own.OwnerInfo | None, clients: list[dict[str, Any]]
-           ) -> dict[str, Any]:
-    owner = None if info is None else {"pid": info.pid, "address": info.address,
-                                       "started": info.started, "kind": info.kind}
-    return {"data_dir": str(brain.home), "owner": owner, "clients": clients,
-            "connected_clients": len(clients), "queues": _queue_depths(brain),
-            "store": store_health(brain)}
+def report(brain: Any, info: own.OwnerInfo | None, clients: list[dict[str, Any]]) -> dict[str, Any]:
+    owner = (
+        None
+        if info is None
+        else {"pid": info.pid, "address": info.address, "started": info.started, "kind": info.kind}
+    )
+    return {
+        "data_dir": str(brain.home),
+        "owner": owner,
+        "clients": clients,
+        "connected_clients": len(clients),
+        "queues": _queue_depths(brain),
+        "store": store_health(brain),
+    }
 
 
 def _ask_owner(info: own.OwnerInfo, token: str) -> dict[str, Any]:
@@ -87,8 +100,11 @@ def _token_add(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     token = own.add_token(settings.home, args.user, args.agent)
-    print(f"token for user={args.user} agent={args.agent} (shown once; only its digest is "
-          f"stored in {settings.home / own.TOKENS_FILE}):", file=sys.stderr)
+    print(
+        f"token for user={args.user} agent={args.agent} (shown once; only its digest is "
+        f"stored in {settings.home / own.TOKENS_FILE}):",
+        file=sys.stderr,
+    )
     print(token)
     return 0
 

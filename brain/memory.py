@@ -451,8 +451,10 @@ class MemoryService:
     def build_filter(self, rf: RecallFilter) -> Filter:
         must: list[Any] = []
         must_not: list[Any] = []
-        if rf.project and not rf.all_projects:
-            must.append(Match("project", rf.project))
+        # No search crosses projects unless asked: without a project, the default one.
+        project = rf.project or (None if rf.all_projects else self.cfg.default_project)
+        if project and not rf.all_projects:
+            must.append(Match("project", project))
         types = ["permanent", "fleeting"] if rf.include_fleeting else ["permanent"]
         must.append(MatchAny("memory_type", tuple(types)))
         if not rf.include_contextual and not set(rf.note_kinds) & set(CONTEXTUAL_KINDS):
@@ -503,10 +505,14 @@ class MemoryService:
         return [_hit(c) for c in cands]
 
     def _retrieve(self, qvec: Sequence[float], query: str, flt: Filter, limit: int) -> list[Candidate]:
+        # Small scopes (a project, a tag) are searched exactly: no HNSW approximation where
+        # a brute-force pass over a few thousand vectors costs about the same.
+        cap = self.cfg.exact_max_points
+        exact = cap > 0 and self.store.count(flt) <= cap
         return hybrid(
             self.store, qvec, self.bm25.query(query), flt, limit,
             candidates=self.cfg.candidates, method=self.cfg.fusion,
-            dense_weight=self.cfg.dense_weight, rrf_k=self.cfg.rrf_k,
+            dense_weight=self.cfg.dense_weight, rrf_k=self.cfg.rrf_k, exact=exact,
         )
 
     def stamp_access(self, zk_ids: Sequence[str], boost: float = 0.05) -> None:

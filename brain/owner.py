@@ -133,8 +133,12 @@ class OwnerInfo:
 def read_info(home: Path) -> OwnerInfo | None:
     try:
         data = json.loads((Path(home) / INFO_FILE).read_text(encoding="utf-8"))
-        return OwnerInfo(int(data["pid"]), str(data.get("address", "")),
-                         str(data.get("started", "")), str(data.get("kind", "stdio")))
+        return OwnerInfo(
+            int(data["pid"]),
+            str(data.get("address", "")),
+            str(data.get("started", "")),
+            str(data.get("kind", "stdio")),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -161,8 +165,10 @@ def held_message(home: Path) -> str:
     info = read_info(home)
     if info is not None and info.alive:
         what = "the brain CLI" if info.kind == "cli" else f"a {info.kind} server"
-        return (f"the brain at {home} is served by pid {info.pid} ({what}); stop it or retry "
-                "(MCP servers share it automatically; CLI commands need it to themselves)")
+        return (
+            f"the brain at {home} is served by pid {info.pid} ({what}); stop it or retry "
+            "(MCP servers share it automatically; CLI commands need it to themselves)"
+        )
     return f"the brain at {home} is in use by another process; stop it or retry"
 
 
@@ -221,16 +227,19 @@ def load_tokens(home: Path) -> dict[str, Identity]:
         data = json.loads(path.read_text(encoding="utf-8"))
         return {d: Identity(str(v["user_id"]), str(v["agent_id"])) for d, v in data.items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InvalidArgument(f"{path} is not a valid tokens file ({exc}); fix or delete it, "
-                              "then add tokens with `brain token add`") from exc
+        raise InvalidArgument(
+            f"{path} is not a valid tokens file ({exc}); fix or delete it, "
+            "then add tokens with `brain token add`"
+        ) from exc
 
 
 def add_token(home: Path, user_id: str, agent_id: str) -> str:
     """Make a token for one caller identity; only its digest is stored. Returns the token."""
     for name, value in (("user_id", user_id), ("agent_id", agent_id)):
         if not value or not value.strip() or len(value) > 128:
-            raise InvalidArgument(f"{name} must be a non-empty id of at most 128 characters",
-                                  field=name)
+            raise InvalidArgument(
+                f"{name} must be a non-empty id of at most 128 characters", field=name
+            )
     tokens = load_tokens(home)
     token = secrets.token_urlsafe(32)
     tokens[token_digest(token)] = Identity(user_id.strip(), agent_id.strip())
@@ -275,7 +284,8 @@ class RequestStampingStore:
         if rid:
             points = [
                 Point(p.id, {**p.payload, REQUEST_FIELD: rid}, p.dense, p.sparse)
-                if p.payload.get("kind") == "note" and REQUEST_FIELD not in p.payload else p
+                if p.payload.get("kind") == "note" and REQUEST_FIELD not in p.payload
+                else p
                 for p in points
             ]
         self._inner.upsert(points)
@@ -298,9 +308,25 @@ def find_request(brain: Any, request_id: str) -> dict[str, Any] | None:
 
 
 __all__ = [
-    "OwnerInfo", "OwnerLock", "RequestStampingStore", "add_token", "clear_info",
-    "current_request", "exclusive", "find_request", "held_message", "http_token",
-    "install_request_stamping", "load_tokens", "new_owner_token", "pid_alive", "read_info",
-    "read_owner_token", "record_open", "same_token", "socket_path", "token_digest",
+    "OwnerInfo",
+    "OwnerLock",
+    "RequestStampingStore",
+    "add_token",
+    "clear_info",
+    "current_request",
+    "exclusive",
+    "find_request",
+    "held_message",
+    "http_token",
+    "install_request_stamping",
+    "load_tokens",
+    "new_owner_token",
+    "pid_alive",
+    "read_info",
+    "read_owner_token",
+    "record_open",
+    "same_token",
+    "socket_path",
+    "token_digest",
     "write_info",
 ]

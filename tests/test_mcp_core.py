@@ -108,3 +108,32 @@ async def test_paraphrase_with_no_shared_keyword_is_top1(real_client) -> None:  
     assert top["zk_id"] == ids[4]
     shared = set(query.lower().split()) & set(notes[4].lower().replace(".", "").split())
     assert shared <= {"we", "a", "the"}  # nothing meaningful in common: meaning alone found it
+
+
+async def test_search_stays_in_one_project_unless_asked(client) -> None:  # noqa: ANN001
+    await _add(client, "blue-green deploys need sticky sessions off", project="alpha")
+    await _add(client, "blue-green deploys switch the load balancer", project="general")
+    res = await client.call_tool("search_memory", {"query": "blue-green deploys"})
+    assert {h["project"] for h in res.structured_content["results"]} == {"general"}
+    res = await client.call_tool("search_memory", {"query": "blue-green deploys",
+                                                   "all_projects": True})
+    assert {h["project"] for h in res.structured_content["results"]} == {"alpha", "general"}
+
+
+async def test_search_memory_can_include_uploaded_files(client, tmp_path) -> None:  # noqa: ANN001
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\nRotate the TLS certificates on the ingress every sixty days.\n")
+    rec = (await client.call_tool("ingest_file", {"path": str(doc)})).structured_content
+    file_id = rec.get("id") or rec.get("file", {}).get("id")
+    for _ in range(100):
+        got = (await client.call_tool("get_file", {"file_id": file_id})).structured_content
+        if got.get("status", got.get("file", {}).get("status")) == "ready":
+            break
+        import asyncio
+
+        await asyncio.sleep(0.1)
+    res = await client.call_tool("search_memory", {"query": "rotate tls certificates ingress",
+                                                   "include_files": True,
+                                                   "files_threshold": 0.0})
+    files = res.structured_content["files"]
+    assert files and files[0]["file"] == "runbook.md"
