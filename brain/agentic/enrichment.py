@@ -63,7 +63,7 @@ class Enricher:
     def __init__(
         self,
         brain: Any,
-        router: ModelRouter,
+        router: ModelRouter | Any,
         config: EnrichConfig,
         on_changed: Callable[[str], None] = lambda _z: None,
         stopping: Callable[[], bool] = lambda: False,

@@ -13,6 +13,7 @@ written and records the reason. Reprocess and delete serialise with the worker's
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import logging
 import queue
@@ -245,7 +246,7 @@ class FilesService:
         file_name: str | None = None,
         threshold: float = 0.5,
         project: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         if not isinstance(query, str) or not query.strip():
             raise InvalidArgument("query is empty: say what to look for in the files")
         self._check_search(limit, threshold)
@@ -259,10 +260,10 @@ class FilesService:
         file_name: str | None = None,
         threshold: float = 0.5,
         project: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         """Passages of ready files nearest to an already-embedded query, best first."""
         self._check_search(limit, threshold)
-        must: list[Any] = [
+        must: builtins.list[Any] = [
             Match("kind", "doc_chunk"),
             Match("user_id", self.user_id),
             Match("file_status", "ready"),
@@ -363,7 +364,7 @@ class FilesService:
         )
         return max_tokens, min(self.cfg.overlap_tokens, max_tokens // 2)
 
-    def _chunk(self, text: str) -> tuple[list[Chunk], bool]:
+    def _chunk(self, text: str) -> tuple[builtins.list[Chunk], bool]:
         max_tokens, overlap = self.chunk_budget()
         try:
             return chunk_text_ex(
@@ -373,10 +374,14 @@ class FilesService:
             raise _Failed(f"could not chunk the text: {exc.message}") from exc
 
     def _write_chunks(
-        self, rec: dict[str, Any], generation: int, parsed: ParsedDocument, chunks: list[Chunk]
-    ) -> tuple[list[str] | None, int]:
+        self,
+        rec: dict[str, Any],
+        generation: int,
+        parsed: ParsedDocument,
+        chunks: builtins.list[Chunk],
+    ) -> tuple[builtins.list[str] | None, int]:
         """Embed and write every chunk (not yet ready); None when the file went away."""
-        ids: list[str] = []
+        ids: builtins.list[str] = []
         redactions = 0
         scrub = self.brain.settings.memory.redact_secrets
         batch = self.cfg.embed_batch
@@ -401,7 +406,7 @@ class FilesService:
             ids.extend(p.id for p in points)
         return ids, redactions
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def _embed(self, texts: builtins.list[str]) -> np.ndarray:
         delay = self.cfg.retry_backoff_s
         attempts = self.cfg.embed_retries + 1
         for attempt in range(1, attempts + 1):
@@ -490,7 +495,7 @@ def public(rec: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return out
 
 
-def doc_chunks(store: Any, file_id: str) -> list[Point]:
+def doc_chunks(store: Any, file_id: str) -> builtins.list[Point]:
     """Every doc_chunk point of one file (tests and diagnostics)."""
     return list(scroll_all(store, _chunks_of(file_id)))
 
