@@ -26,8 +26,17 @@ def _print(data: Any) -> None:
 
 def _add(args: argparse.Namespace) -> int:
     with _open() as b:
-        res = b.sources.add(args.path, args.name, args.project, args.trigger, args.exclude,
-                            args.include, args.max_scan_files, args.interval_s, sync=False)
+        res = b.sources.add(
+            args.path,
+            args.name,
+            args.project,
+            args.trigger,
+            args.exclude,
+            args.include,
+            args.max_scan_files,
+            args.interval_s,
+            sync=False,
+        )
         _print(res["source"])
     return 0
 
@@ -39,9 +48,19 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
-    changes = {k: getattr(args, k) for k in ("name", "project", "trigger", "exclude", "include",
-                                             "max_scan_files", "interval_s")
-               if getattr(args, k) is not None}
+    changes = {
+        k: getattr(args, k)
+        for k in (
+            "name",
+            "project",
+            "trigger",
+            "exclude",
+            "include",
+            "max_scan_files",
+            "interval_s",
+        )
+        if getattr(args, k) is not None
+    }
     with _open() as b:
         _print(b.sources.update(args.source, **changes)["source"])
     return 0
@@ -56,10 +75,7 @@ def _remove(args: argparse.Namespace) -> int:
 def _sync(args: argparse.Namespace) -> int:
     with _open() as b:
         svc = b.sources
-        if args.rescan:
-            job = svc.rescan(args.source)
-        else:
-            job = svc.sync(args.source)
+        job = svc.rescan(args.source) if args.rescan else svc.sync(args.source)
         job = follow(svc, job["job_id"], show=not args.quiet)
         _print(job)
         return 0 if job["status"] == "done" else 1
@@ -76,8 +92,11 @@ def follow(svc: Any, job_id: str, show: bool = True) -> dict[str, Any]:
             p = job.get("progress") or {}
             bar.total = p.get("files_total") or bar.total
             bar.n = p.get("files_done", 0)
-            bar.set_postfix(phase=p.get("phase", job["status"]),
-                            chunks=p.get("chunks_embedded", 0), refresh=False)
+            bar.set_postfix(
+                phase=p.get("phase", job["status"]),
+                chunks=p.get("chunks_embedded", 0),
+                refresh=False,
+            )
             bar.refresh()
             if job["status"] not in ("queued", "running"):
                 return job
@@ -91,10 +110,21 @@ def follow(svc: Any, job_id: str, show: bool = True) -> dict[str, Any]:
 
 def _fs_search(args: argparse.Namespace) -> int:
     with _open() as b:
-        _print(b.sources.search(
-            args.query, args.mode, project=args.project, source=args.source,
-            folder=args.folder, path_glob=args.glob, category=args.category, tags=args.tag,
-            limit=args.limit, fixed=args.fixed, case_insensitive=args.ignore_case))
+        _print(
+            b.sources.search(
+                args.query,
+                args.mode,
+                project=args.project,
+                source=args.source,
+                folder=args.folder,
+                path_glob=args.glob,
+                category=args.category,
+                tags=args.tag,
+                limit=args.limit,
+                fixed=args.fixed,
+                case_insensitive=args.ignore_case,
+            )
+        )
     return 0
 
 
@@ -107,8 +137,9 @@ def _repair(args: argparse.Namespace) -> int:
 def _source_args(p: argparse.ArgumentParser, adding: bool) -> None:
     p.add_argument("--name", default=None)
     p.add_argument("--project", default=None)
-    p.add_argument("--trigger", choices=("auto", "manual", "interval"),
-                   default="manual" if adding else None)
+    p.add_argument(
+        "--trigger", choices=("auto", "manual", "interval"), default="manual" if adding else None
+    )
     p.add_argument("--exclude", action="append", default=None, help="gitignore pattern (repeat)")
     p.add_argument("--include", action="append", default=None, help="gitignore pattern (repeat)")
     p.add_argument("--max-scan-files", dest="max_scan_files", type=int, default=None)
@@ -136,8 +167,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     sync = sub.add_parser("sync", help="sync a source now, with a progress bar")
     sync.add_argument("source")
-    sync.add_argument("--wait", action="store_true", default=True,
-                      help="wait for the job (always: the CLI owns the brain only while it runs)")
+    sync.add_argument(
+        "--wait",
+        action="store_true",
+        default=True,
+        help="wait for the job (always: the CLI owns the brain only while it runs)",
+    )
     sync.add_argument("--rescan", action="store_true", help="re-read every file")
     sync.add_argument("--quiet", action="store_true", help="no progress bar")
     sync.set_defaults(func=_sync)

@@ -22,9 +22,7 @@ from typing import Any
 
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import find_rg, grep
-from brain.sources.walker import walk_source
-
-_TEXT = (".py", ".pyi", ".md", ".txt", ".rst", ".toml", ".cfg", ".json", ".yaml", ".yml")
+from brain.sources.walker import is_binary, walk_source
 
 
 def copy_tree(src: Path, dest: Path, files: int, max_bytes: int) -> int:
@@ -34,7 +32,7 @@ def copy_tree(src: Path, dest: Path, files: int, max_bytes: int) -> int:
     for e in walk.files:
         if n >= files:
             break
-        if not e.rel.endswith(_TEXT) or not 0 < e.size <= max_bytes:
+        if not 0 < e.size <= max_bytes or is_binary(e.path):
             continue
         target = dest / e.rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -59,13 +57,22 @@ def bench_grep(root: Path, pattern: str, runs: int = 15, fixed: bool = True) -> 
         out = subprocess.run(cmd, cwd=root, capture_output=True, check=False).stdout
         plain.append(time.perf_counter() - t0)
     p50_ours, p50_rg = statistics.median(ours), statistics.median(plain)
-    return {"pattern": pattern, "hits": hits, "rg_lines": out.count(b"\n"),
-            "p50_ours_s": round(p50_ours, 4), "p50_rg_s": round(p50_rg, 4),
-            "ratio": round(p50_ours / p50_rg, 3)}
+    return {
+        "pattern": pattern,
+        "hits": hits,
+        "rg_lines": out.count(b"\n"),
+        "p50_ours_s": round(p50_ours, 4),
+        "p50_rg_s": round(p50_rg, 4),
+        "ratio": round(p50_ours / p50_rg, 3),
+    }
 
 
-def bench_index(tree: Path, home: Path, model: str = "sentence-transformers/all-MiniLM-L6-v2",
-                embed_batch: int = 128) -> dict[str, Any]:
+def bench_index(
+    tree: Path,
+    home: Path,
+    model: str = "sentence-transformers/all-MiniLM-L6-v2",
+    embed_batch: int = 64,
+) -> dict[str, Any]:
     """Index ``tree`` as a source with the real model; see the module docstring."""
     from brain.app import Brain
     from config import load_settings
@@ -77,8 +84,8 @@ def bench_index(tree: Path, home: Path, model: str = "sentence-transformers/all-
     try:
         brain.embedder.embed_documents(["warm up the model"] * 8)
         svc = brain.sources
-        texts: list[str] = []
-        svc.indexer.on_embed = texts.extend
+        batches: list[list[str]] = []
+        svc.indexer.on_embed = batches.append
         svc.add(str(tree), name="bench", sync=False)
         t0 = time.perf_counter()
         first = svc.sync("bench", wait=True)
@@ -87,36 +94,97 @@ def bench_index(tree: Path, home: Path, model: str = "sentence-transformers/all-
         t0 = time.perf_counter()
         again = svc.sync("bench", wait=True)
         t_resync = time.perf_counter() - t0
+        r = first["result"]
+        print(
+            json.dumps(
+                {
+                    "partial": {
+                        "files": r["files_indexed"],
+                        "chunks": r["chunks_embedded"],
+                        "index_s": round(t_index, 2),
+                        "embed_calls_s": round(r["embed_s"], 2),
+                        "resync_s": round(t_resync, 3),
+                    }
+                }
+            ),
+            flush=True,
+        )
         t0 = time.perf_counter()
-        for i in range(0, len(texts), embed_batch):
-            brain.embedder.embed_documents(texts[i : i + embed_batch])
+        for batch in batches:  # the very batches the indexer sent, in the same order
+            brain.embedder.embed_documents(batch)
         t_embed = time.perf_counter() - t0
         r = first["result"]
         return {
-            "files": r["files_indexed"], "chunks": r["chunks_embedded"],
-            "index_s": round(t_index, 2), "embed_alone_s": round(t_embed, 2),
+            "files": r["files_indexed"],
+            "chunks": r["chunks_embedded"],
+            "index_s": round(t_index, 2),
+            "embed_alone_s": round(t_embed, 2),
             "files_per_s": round(r["files_indexed"] / t_index, 1),
             "chunks_per_s": round(r["chunks_embedded"] / t_index, 1),
             "ratio_index_to_embed_alone": round(t_index / t_embed, 3),
             "ratio_in_run (index / time inside embed calls)": round(t_index / r["embed_s"], 3),
-            "resync_s": round(t_resync, 3), "resync_chunks_embedded":
-                again["result"]["chunks_embedded"],
+            "resync_s": round(t_resync, 3),
+            "resync_chunks_embedded": again["result"]["chunks_embedded"],
             "resync_fraction": round(t_resync / t_index, 4),
         }
     finally:
         brain.close()
 
 
+def bench_watch(
+    work: Path, runs: int = 5, model: str = "sentence-transformers/all-MiniLM-L6-v2"
+) -> dict[str, Any]:
+    """Seconds from saving a file in an auto source to fs_search (semantic) finding it."""
+    from brain.app import Brain
+    from config import load_settings
+
+    settings = load_settings(home=work / "watch-home")
+    settings.embedding.model = model
+    root = work / "watched"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "seed.md").write_text("seed file\n")
+    brain = Brain(settings).open()
+    latencies = []
+    try:
+        brain.embedder.embed_documents(["warm up"])
+        brain.sources.add(str(root), name="watched", trigger="auto")
+        brain.sources.wait_idle(120)
+        time.sleep(0.5)
+        for i in range(runs):
+            word = f"quokka{i}zebra"
+            t0 = time.perf_counter()
+            (root / f"note{i}.md").write_text(f"The {word} lives on an island.\n")
+            while time.perf_counter() - t0 < 30:
+                hits = brain.sources.search(word, "semantic", limit=3)["results"]
+                if any(h["path"] == f"note{i}.md" for h in hits):
+                    break
+                time.sleep(0.02)
+            latencies.append(time.perf_counter() - t0)
+            time.sleep(0.3)
+    finally:
+        brain.close()
+    return {
+        "runs": runs,
+        "latency_s": [round(x, 3) for x in latencies],
+        "p50_s": round(statistics.median(latencies), 3),
+        "max_s": round(max(latencies), 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--files", type=int, default=5000)
-    ap.add_argument("--max-bytes", type=int, default=3000)
+    ap.add_argument("--max-bytes", type=int, default=1200)
     ap.add_argument("--src", default=sysconfig.get_path("purelib"))
     ap.add_argument("--grep", default="def __init__")
     ap.add_argument("--skip-index", action="store_true")
+    ap.add_argument("--watch-only", action="store_true")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="brain-bench-"))
     try:
+        if args.watch_only:
+            print(json.dumps({"watch": bench_watch(work)}, indent=2))
+            return 0
         tree = work / "tree"
         copied = copy_tree(Path(args.src), tree, args.files, args.max_bytes)
         out: dict[str, Any] = {"copied_files": copied, "src": args.src}

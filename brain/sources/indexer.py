@@ -70,6 +70,7 @@ _MAX_CHUNKS = 100_000
 _MD = (".md", ".mdx", ".markdown")
 _RUN = re.compile(r"[A-Za-z]+|[0-9]|[^\sA-Za-z0-9]")
 _SCALE = 1.3
+CANCEL_BUDGET_S = 0.8
 
 
 def file_point_id(source_id: str, rel: str) -> str:
@@ -191,6 +192,7 @@ class Indexer:
         self._verify = fast
         # Counters for tests and benchmarks.
         self.chunks_embedded_total = 0
+        self._per_chunk_s = 0.0
         self.embed_seconds_total = 0.0
         self.on_embed: Callable[[list[str]], None] | None = None
 
@@ -222,8 +224,9 @@ class Indexer:
         return run.stats
 
     # ------------------------------------------------------------------ pieces
-    def chunk(self, text: str, offset: int = 0, first_index: int = 0, line_offset: int = 0
-              ) -> list[_Piece]:
+    def chunk(
+        self, text: str, offset: int = 0, first_index: int = 0, line_offset: int = 0
+    ) -> list[_Piece]:
         chunks, _ = chunk_text_ex(text, self.max_tokens, self.overlap, self._count, _MAX_CHUNKS)
         spans: list[tuple[str, int, int]] = []
         for c in chunks:
@@ -239,21 +242,43 @@ class Indexer:
             pos = start
             last = line + chunk_text.count("\n")
             pieces.append(
-                _Piece(first_index + i, chunk_text, start + offset, end + offset, line, last,
-                       sha(chunk_text))
+                _Piece(
+                    first_index + i,
+                    chunk_text,
+                    start + offset,
+                    end + offset,
+                    line,
+                    last,
+                    sha(chunk_text),
+                )
             )
         return pieces
 
     def embed(self, texts: list[str], ctl: Control) -> list[list[float]] | None:
-        """Embed in batches, checking for a cancel between them; None when cancelled."""
+        """Embed in batches, checking for a cancel between them; None when cancelled.
+
+        A batch is at most ``embed_batch`` chunks and at most about CANCEL_BUDGET_S of
+        work at the measured speed, so a cancel lands within about a second even on a
+        slow or busy machine.
+        """
         out: list[list[float]] = []
-        for i in range(0, len(texts), self.embed_batch):
+        i = 0
+        while i < len(texts):
             if ctl.cancel.is_set():
                 return None
-            batch = texts[i : i + self.embed_batch]
+            size = self.embed_batch
+            if self._per_chunk_s > 0:
+                size = max(4, min(size, int(CANCEL_BUDGET_S / self._per_chunk_s)))
+            batch = texts[i : i + size]
+            i += len(batch)
             t0 = time.perf_counter()
             vecs = self.embedder.embed_documents(batch)
-            self.embed_seconds_total += time.perf_counter() - t0
+            took = time.perf_counter() - t0
+            per = took / len(batch)
+            self._per_chunk_s = (
+                per if not self._per_chunk_s else 0.7 * self._per_chunk_s + 0.3 * per
+            )
+            self.embed_seconds_total += took
             self.chunks_embedded_total += len(batch)
             if self.on_embed is not None:
                 self.on_embed(batch)
@@ -289,8 +314,9 @@ def _entry_for(root: Path, rel: str, flt: SourceFilter) -> FileEntry | None | st
 class _Run:
     """One run over one source; holds the batch of files waiting for their vectors."""
 
-    def __init__(self, ix: Indexer, rec: SourceRecord, ctl: Control, mode: str,
-                 scope: str | None) -> None:
+    def __init__(
+        self, ix: Indexer, rec: SourceRecord, ctl: Control, mode: str, scope: str | None
+    ) -> None:
         self.ix = ix
         self.rec = rec
         self.ctl = ctl
@@ -367,8 +393,9 @@ class _Run:
             snap = dict(self.rec.snapshot)
             indexed = self.ix.registry.count_states(self.rec.id)
             unindexed = int(snap.get("unindexed", 0))
-            snap.update(indexed=indexed, total=indexed + unindexed,
-                        total_display=str(indexed + unindexed))
+            snap.update(
+                indexed=indexed, total=indexed + unindexed, total_display=str(indexed + unindexed)
+            )
             self.ix.registry.patch(self.rec.id, state_complete=was_complete, snapshot=snap)
 
     def _escalate(self) -> None:
@@ -384,8 +411,13 @@ class _Run:
 
     # ------------------------------------------------------------------ indexing
     def _index(self, entries: list[FileEntry]) -> None:
-        self.progress.update(phase="index", files_total=len(entries), files_done=0,
-                             chunks_embedded=0, chunks_reused=0)
+        self.progress.update(
+            phase="index",
+            files_total=len(entries),
+            files_done=0,
+            chunks_embedded=0,
+            chunks_reused=0,
+        )
         force = self.mode == "reembed"
         for start in range(0, len(entries), 64):
             if self.ctl.cancel.is_set():
@@ -418,8 +450,15 @@ class _Run:
         for rel in rels:
             st = self.states.get(rel)
             if st is not None:
-                out[rel] = _Old(st.content_hash, st.text_len, st.n_chunks, st.created_ts,
-                                st.embed_model, st.size, st.mtime_ns)
+                out[rel] = _Old(
+                    st.content_hash,
+                    st.text_len,
+                    st.n_chunks,
+                    st.created_ts,
+                    st.embed_model,
+                    st.size,
+                    st.mtime_ns,
+                )
             else:
                 missing.append(rel)
         if missing:
@@ -427,8 +466,10 @@ class _Run:
             for p in self.ix.store.retrieve(ids):
                 pl = p.payload
                 out[str(pl["path"])] = _Old(
-                    str(pl.get("content_hash", "")), int(pl.get("text_len", 0)),
-                    int(pl.get("n_chunks", 0)), float(pl.get("created_ts", 0.0)),
+                    str(pl.get("content_hash", "")),
+                    int(pl.get("text_len", 0)),
+                    int(pl.get("n_chunks", 0)),
+                    float(pl.get("created_ts", 0.0)),
                     str(pl.get("embed_model", "")),
                 )
         return out
@@ -450,8 +491,15 @@ class _Run:
             return
         content_hash = sha(text)
         category, capture = categorize(entry.rel, text)
-        work = _Work(entry, text, content_hash, category, capture, _tags(entry.rel, text),
-                     old.created_ts if old and old.created_ts else entry.mtime_ns / 1e9)
+        work = _Work(
+            entry,
+            text,
+            content_hash,
+            category,
+            capture,
+            _tags(entry.rel, text),
+            old.created_ts if old and old.created_ts else entry.mtime_ns / 1e9,
+        )
         work.old_n = old.n_chunks if old else 0
         same_model = old is not None and old.embed_model == self.ix.model_id
         if not force and same_model and old is not None and old.content_hash == content_hash:
@@ -474,10 +522,17 @@ class _Run:
         ids = [file_point_id(self.rec.id, e.rel)]
         ids += [chunk_point_id(self.rec.id, e.rel, i) for i in range(old.n_chunks)]
         if old.size != e.size or old.mtime_ns != e.mtime_ns:
-            self.ix.store.set_payload(ids, {"mtime_ns": e.mtime_ns, "size": e.size,
-                                            "updated_ts": e.mtime_ns / 1e9,
-                                            "category": work.category, "tags": work.tags,
-                                            "frontmatter": work.capture})
+            self.ix.store.set_payload(
+                ids,
+                {
+                    "mtime_ns": e.mtime_ns,
+                    "size": e.size,
+                    "updated_ts": e.mtime_ns / 1e9,
+                    "category": work.category,
+                    "tags": work.tags,
+                    "frontmatter": work.capture,
+                },
+            )
         self.stats.files_refreshed += 1
         self.ix.registry.put_states(self.rec.id, [self._state(work, len(work.text), old.n_chunks)])
 
@@ -500,8 +555,12 @@ class _Run:
 
     def _donor(self, rel: str, content_hash: str) -> str | None:
         flt = Filter(
-            must=(Match("kind", "file"), Match("source_id", self.rec.id),
-                  Match("content_hash", content_hash), Match("embed_model", self.ix.model_id)),
+            must=(
+                Match("kind", "file"),
+                Match("source_id", self.rec.id),
+                Match("content_hash", content_hash),
+                Match("embed_model", self.ix.model_id),
+            ),
             must_not=(Match("path", rel),),
         )
         points, _ = self.ix.store.scroll(flt, limit=1)
@@ -510,11 +569,15 @@ class _Run:
     def _reuse(self, work: _Work, paths: list[str]) -> None:
         by_hash: dict[str, list[float]] = {}
         hashes = tuple({p.hash for p in work.pieces})
-        flt = Filter(must=(
-            Match("kind", "chunk"), Match("source_id", self.rec.id),
-            MatchAny("path", tuple(paths)), Match("embed_model", self.ix.model_id),
-            MatchAny("chunk_hash", hashes),
-        ))
+        flt = Filter(
+            must=(
+                Match("kind", "chunk"),
+                Match("source_id", self.rec.id),
+                MatchAny("path", tuple(paths)),
+                Match("embed_model", self.ix.model_id),
+                MatchAny("chunk_hash", hashes),
+            )
+        )
         for p in scroll_all(self.ix.store, flt, with_vectors=True):
             if p.dense is not None:
                 by_hash.setdefault(str(p.payload.get("chunk_hash")), p.dense)
@@ -574,8 +637,17 @@ class _Run:
 
     def _state(self, w: _Work, text_len: int, n_chunks: int) -> FileState:
         e = w.entry
-        return FileState(e.rel, e.size, e.mtime_ns, w.content_hash, text_len, n_chunks,
-                         w.category, w.created_ts, self.ix.model_id)
+        return FileState(
+            e.rel,
+            e.size,
+            e.mtime_ns,
+            w.content_hash,
+            text_len,
+            n_chunks,
+            w.category,
+            w.created_ts,
+            self.ix.model_id,
+        )
 
     def _base(self, w: _Work) -> dict[str, Any]:
         e = w.entry
@@ -604,19 +676,46 @@ class _Run:
         base = self._base(w)
         out = []
         for p in w.pieces:
-            payload = {**base, "kind": "chunk", "content": p.text, "chunk_hash": p.hash,
-                       "chunk_index": p.index, "line_start": p.line_start,
-                       "line_end": p.line_end, "char_start": p.start, "char_end": p.end}
-            out.append(Point(chunk_point_id(self.rec.id, w.entry.rel, p.index), payload,
-                             dense=p.vector, sparse=self.ix.bm25.document(p.text)))
+            payload = {
+                **base,
+                "kind": "chunk",
+                "content": p.text,
+                "chunk_hash": p.hash,
+                "chunk_index": p.index,
+                "line_start": p.line_start,
+                "line_end": p.line_end,
+                "char_start": p.start,
+                "char_end": p.end,
+            }
+            out.append(
+                Point(
+                    chunk_point_id(self.rec.id, w.entry.rel, p.index),
+                    payload,
+                    dense=p.vector,
+                    sparse=self.ix.bm25.document(p.text),
+                )
+            )
         head = w.text[:HEAD_CHARS]
         n = w.pieces[-1].index + 1
         first = w.file_vector if w.keep_below else w.pieces[0].vector
-        payload = {**base, "kind": "file", "content": head, "text_len": len(w.text),
-                   "n_chunks": n, "truncated": len(w.text) > HEAD_CHARS,
-                   "line_start": 1, "line_end": w.text.count("\n") + 1}
-        out.append(Point(file_point_id(self.rec.id, w.entry.rel), payload, dense=first,
-                         sparse=self.ix.bm25.document(head)))
+        payload = {
+            **base,
+            "kind": "file",
+            "content": head,
+            "text_len": len(w.text),
+            "n_chunks": n,
+            "truncated": len(w.text) > HEAD_CHARS,
+            "line_start": 1,
+            "line_end": w.text.count("\n") + 1,
+        }
+        out.append(
+            Point(
+                file_point_id(self.rec.id, w.entry.rel),
+                payload,
+                dense=first,
+                sparse=self.ix.bm25.document(head),
+            )
+        )
         return out
 
     # ------------------------------------------------------------------ deletion
@@ -632,10 +731,15 @@ class _Run:
             if self.ctl.cancel.is_set():
                 return
             group = tuple(doomed[i : i + 256])
-            self.ix.store.delete_by_filter(Filter(must=(
-                Match("source_id", self.rec.id), MatchAny("kind", SOURCE_KINDS),
-                MatchAny("path", group),
-            )))
+            self.ix.store.delete_by_filter(
+                Filter(
+                    must=(
+                        Match("source_id", self.rec.id),
+                        MatchAny("kind", SOURCE_KINDS),
+                        MatchAny("path", group),
+                    )
+                )
+            )
             self.ix.registry.delete_states(self.rec.id, group)
             self.stats.files_deleted += len(group)
 

@@ -146,7 +146,9 @@ class SyncQueue:
             self._cv.notify_all()
             return job
 
-    def _fold(self, queued: list[Job], kind: str, paths: set[str] | None, scope: str | None) -> Job | None:
+    def _fold(
+        self, queued: list[Job], kind: str, paths: set[str] | None, scope: str | None
+    ) -> Job | None:
         for job in queued:
             if job.kind == "purge":
                 return job

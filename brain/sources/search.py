@@ -51,8 +51,12 @@ class Scope:
     @property
     def has_metadata(self) -> bool:
         return bool(
-            self.categories or self.tags or self.created_after or self.created_before
-            or self.modified_after or self.modified_before
+            self.categories
+            or self.tags
+            or self.created_after
+            or self.created_before
+            or self.modified_after
+            or self.modified_before
         )
 
     def glob_ok(self, rel: str) -> bool:
@@ -77,15 +81,19 @@ class SearchDeps:
 
 def store_filter(scope: Scope, kinds: Sequence[str] = ("file", "chunk")) -> Filter | None:
     """The store filter of a scope; None when the glob matches no indexed path."""
-    must: list[Any] = [MatchAny("kind", tuple(kinds)),
-                       MatchAny("source_id", tuple(s.id for s in scope.sources))]
+    must: list[Any] = [
+        MatchAny("kind", tuple(kinds)),
+        MatchAny("source_id", tuple(s.id for s in scope.sources)),
+    ]
     if scope.folder:
         must.append(Match("dirs", scope.folder))
     if scope.categories:
         must.append(MatchAny("category", scope.categories))
     must.extend(Match("tags", t) for t in scope.tags)
-    for key, gte, lte in (("created_ts", scope.created_after, scope.created_before),
-                          ("updated_ts", scope.modified_after, scope.modified_before)):
+    for key, gte, lte in (
+        ("created_ts", scope.created_after, scope.created_before),
+        ("updated_ts", scope.modified_after, scope.modified_before),
+    ):
         if gte is not None or lte is not None:
             must.append(Range(key, gte=gte, lte=lte))
     return Filter(must=tuple(must))
@@ -129,8 +137,9 @@ def _terms(query: str) -> list[str]:
     return [t.lower() for t in _WORD.findall(query)]
 
 
-def _result(payload: dict[str, Any], score: float, terms: Sequence[str],
-            names: dict[str, str]) -> dict[str, Any]:
+def _result(
+    payload: dict[str, Any], score: float, terms: Sequence[str], names: dict[str, str]
+) -> dict[str, Any]:
     return {
         "path": payload.get("path"),
         "source": names.get(str(payload.get("source_id")), payload.get("source_id")),
@@ -153,8 +162,17 @@ def semantic(deps: SearchDeps, scope: Scope, query: str, limit: int) -> list[dic
     exact = deps.store.count(flt) <= deps.exact_max_points
     qvec = deps.embedder.embed_query(query).tolist()
     n = max(limit * 3, deps.candidates)
-    cands = hybrid(deps.store, qvec, deps.bm25.query(query), flt, n, candidates=n,
-                   method="rrf", rrf_k=deps.rrf_k, exact=exact)
+    cands = hybrid(
+        deps.store,
+        qvec,
+        deps.bm25.query(query),
+        flt,
+        n,
+        candidates=n,
+        method="rrf",
+        rrf_k=deps.rrf_k,
+        exact=exact,
+    )
     names = {s.id: s.name for s in scope.sources}
     terms = _terms(query)
     out: list[dict[str, Any]] = []
@@ -174,19 +192,25 @@ def semantic(deps: SearchDeps, scope: Scope, query: str, limit: int) -> list[dic
     return out
 
 
-def filter_mode(deps: SearchDeps, scope: Scope, query: str | None, limit: int
-                ) -> list[dict[str, Any]]:
+def filter_mode(
+    deps: SearchDeps, scope: Scope, query: str | None, limit: int
+) -> list[dict[str, Any]]:
     names = {s.id: s.name for s in scope.sources}
     if not query or not query.strip():
         flt = store_filter(scope, ("file",))
         flt = _with_glob(deps, scope, flt) if flt is not None else None
         if flt is None:
             return []
-        files = [p.payload for p in scroll_all(deps.store, flt) if scope.glob_ok(
-            str(p.payload.get("path")))]
+        files = [
+            p.payload
+            for p in scroll_all(deps.store, flt)
+            if scope.glob_ok(str(p.payload.get("path")))
+        ]
         files.sort(key=lambda pl: (-float(pl.get("updated_ts", 0.0)), str(pl.get("path"))))
-        return [{**_result(pl, 0.0, [], names), "snippet": snippet(str(pl.get("content", "")), [])}
-                for pl in files[:limit]]
+        return [
+            {**_result(pl, 0.0, [], names), "snippet": snippet(str(pl.get("content", "")), [])}
+            for pl in files[:limit]
+        ]
     terms = _terms(query)
     if not terms:
         raise InvalidArgument("query has no searchable words; pass words or use grep mode.")
@@ -212,20 +236,35 @@ def filter_mode(deps: SearchDeps, scope: Scope, query: str | None, limit: int
     return [_result(best_p, total, terms, names) for _, (total, _b, best_p) in ranked[:limit]]
 
 
-def grep_mode(deps: SearchDeps, scope: Scope, pattern: str, limit: int, *, fixed: bool,
-              case_insensitive: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def grep_mode(
+    deps: SearchDeps, scope: Scope, pattern: str, limit: int, *, fixed: bool, case_insensitive: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     allowed: set[tuple[str, str]] | None = None
     if scope.has_metadata:
         flt = store_filter(scope, ("file",))
-        allowed = {(str(p.payload["source_id"]), str(p.payload["path"]))
-                   for p in scroll_all(deps.store, flt)} if flt is not None else set()
+        allowed = (
+            {
+                (str(p.payload["source_id"]), str(p.payload["path"]))
+                for p in scroll_all(deps.store, flt)
+            }
+            if flt is not None
+            else set()
+        )
     glob = f"{scope.folder}/**" if scope.folder else scope.path_glob
-    roots = [(Path(s.root), SourceFilter(Path(s.root), s.exclude, s.include, s.use_gitignore))
-             for s in scope.sources]
+    roots = [
+        (Path(s.root), SourceFilter(Path(s.root), s.exclude, s.include, s.use_gitignore))
+        for s in scope.sources
+    ]
     by_root = {str(Path(s.root)): s for s in scope.sources}
-    res = grep(roots, pattern, fixed=fixed, case_insensitive=case_insensitive, glob=glob,
-               max_results=limit if allowed is None and not scope.folder else limit * 10,
-               timeout_s=deps.grep_timeout_s)
+    res = grep(
+        roots,
+        pattern,
+        fixed=fixed,
+        case_insensitive=case_insensitive,
+        glob=glob,
+        max_results=limit if allowed is None and not scope.folder else limit * 10,
+        timeout_s=deps.grep_timeout_s,
+    )
     out = []
     for h in res.hits:
         rec = by_root[str(h.root)]
@@ -233,9 +272,17 @@ def grep_mode(deps: SearchDeps, scope: Scope, pattern: str, limit: int, *, fixed
             continue
         if allowed is not None and (rec.id, h.path) not in allowed:
             continue
-        out.append({"path": h.path, "source": rec.name, "project": rec.project,
-                    "line_start": h.line, "line_end": h.line, "score": 1.0,
-                    "snippet": h.text})
+        out.append(
+            {
+                "path": h.path,
+                "source": rec.name,
+                "project": rec.project,
+                "line_start": h.line,
+                "line_end": h.line,
+                "score": 1.0,
+                "snippet": h.text,
+            }
+        )
         if len(out) >= limit:
             break
     return out, {"engine": res.engine, "truncated": res.truncated, "timed_out": res.timed_out}

@@ -40,13 +40,17 @@ class SourcesService:
         self.settings = s
         self.registry = Registry(Path(brain.home) / "sources.db")
         self.indexer = Indexer(
-            brain.store, brain.embedder, brain.bm25, self.registry,
-            model_id=brain.meta.model, user_id=s.identity.user_id,
-            embed_batch=s.sync.embed_batch, max_scan_files=s.sync.max_scan_files,
+            brain.store,
+            brain.embedder,
+            brain.bm25,
+            self.registry,
+            model_id=brain.meta.model,
+            user_id=s.identity.user_id,
+            embed_batch=s.sync.embed_batch,
+            max_scan_files=s.sync.max_scan_files,
         )
         self.queue = SyncQueue(self._run_job, s.sync.concurrency)
-        self.watcher = SourceWatcher(self._watched, self._on_changes,
-                                     int(s.sync.debounce_s * 1000))
+        self.watcher = SourceWatcher(self._watched, self._on_changes, int(s.sync.debounce_s * 1000))
         self._stop = threading.Event()
         self._scheduler: threading.Thread | None = None
         self._started = False
@@ -59,8 +63,9 @@ class SourcesService:
         self._stop.clear()
         self.queue.start()
         self.watcher.start()
-        self._scheduler = threading.Thread(target=self._schedule_loop, name="sync-scheduler",
-                                           daemon=True)
+        self._scheduler = threading.Thread(
+            target=self._schedule_loop, name="sync-scheduler", daemon=True
+        )
         self._scheduler.start()
         for rec in self.registry.list():  # catch up with changes made while we were down
             if rec.trigger == "auto":
@@ -92,19 +97,20 @@ class SourcesService:
     ) -> dict[str, Any]:
         root = Path(path).expanduser()
         if not root.is_dir():
-            raise InvalidArgument(f"{path} is not a folder; pass the path of an existing folder.",
-                                  path=str(path))
+            raise InvalidArgument(
+                f"{path} is not a folder; pass the path of an existing folder.", path=str(path)
+            )
         real = os.path.realpath(root)
         if is_floored(real.lstrip("/")):
             raise InvalidArgument(
                 f"{real} is a credential store or browser profile, which is never indexed; "
-                "add the project folder instead.", path=real)
-        exclude = list(exclude or [])
+                "add the project folder instead.",
+                path=real,
+            )
         home = os.path.realpath(self.brain.home)
         if real == home or real.startswith(home + os.sep):
             raise InvalidArgument(f"{real} is the brain's own data dir; add a project folder.")
-        if home.startswith(real + os.sep):  # never index the brain's own store
-            exclude.append("/" + Path(os.path.relpath(home, real)).as_posix() + "/")
+        exclude = self._guard_home(real, list(exclude or []))
         name = (name or Path(real).name or "root").strip()
         self._check_fields(trigger, max_scan_files, interval_s, name)
         for rec in self.registry.list():
@@ -114,12 +120,18 @@ class SourcesService:
                 raise Conflict(f"{real} is already the source {rec.name!r}.", source=rec.name)
         now = iso(self.brain.clock.now())
         rec = SourceRecord(
-            id=new_source_id(), name=name, root=real,
-            project=project or self.settings.memory.default_project, trigger=trigger,
-            exclude=exclude, include=list(include or []),
+            id=new_source_id(),
+            name=name,
+            root=real,
+            project=project or self.settings.memory.default_project,
+            trigger=trigger,
+            exclude=exclude,
+            include=list(include or []),
             max_scan_files=max_scan_files,
-            interval_s=interval_s if trigger == "interval" else interval_s,
-            use_gitignore=use_gitignore, created=now, updated=now,
+            interval_s=interval_s,
+            use_gitignore=use_gitignore,
+            created=now,
+            updated=now,
         )
         self.registry.save(rec)
         if trigger == "auto":
@@ -127,8 +139,18 @@ class SourcesService:
         job = self.queue.submit(rec.id, rec.project, "sync", reason="added") if sync else None
         return {"source": self.describe(rec), "job": job.to_dict() if job else None}
 
-    def _check_fields(self, trigger: str, max_scan_files: int | None,
-                      interval_s: float | None, name: str) -> None:
+    def _guard_home(self, root: str, exclude: list[str]) -> list[str]:
+        """Add the data dir to the excludes when it lies inside the source: never index it."""
+        home = os.path.realpath(self.brain.home)
+        if home.startswith(root + os.sep):
+            pattern = "/" + Path(os.path.relpath(home, root)).as_posix() + "/"
+            if pattern not in exclude:
+                exclude = [*exclude, pattern]
+        return exclude
+
+    def _check_fields(
+        self, trigger: str, max_scan_files: int | None, interval_s: float | None, name: str
+    ) -> None:
         if trigger not in TRIGGERS:
             raise InvalidArgument(f"trigger must be one of {list(TRIGGERS)}, not {trigger!r}.")
         if not name or len(name) > 128 or "/" in name:
@@ -142,20 +164,30 @@ class SourcesService:
         rec = self.registry.find(key)
         if rec is None:
             names = [r.name for r in self.registry.list()]
-            raise SourceNotFound(f"no source {key!r}; known sources: {names or 'none'} "
-                                 "(add one with add_source).", source=key)
+            raise SourceNotFound(
+                f"no source {key!r}; known sources: {names or 'none'} (add one with add_source).",
+                source=key,
+            )
         return rec
 
     def describe(self, rec: SourceRecord) -> dict[str, Any]:
         running = self.queue.running(rec.id)
         return {
-            "id": rec.id, "name": rec.name, "root": rec.root, "project": rec.project,
-            "trigger": rec.trigger, "exclude": rec.exclude, "include": rec.include,
+            "id": rec.id,
+            "name": rec.name,
+            "root": rec.root,
+            "project": rec.project,
+            "trigger": rec.trigger,
+            "exclude": rec.exclude,
+            "include": rec.include,
             "max_scan_files": rec.max_scan_files,
             "effective_max_scan_files": rec.max_scan_files or self.settings.sync.max_scan_files,
             "interval_s": rec.interval_s if rec.trigger == "interval" else None,
-            "use_gitignore": rec.use_gitignore, "created": rec.created, "updated": rec.updated,
-            "snapshot": rec.snapshot, "last_run": rec.last_run,
+            "use_gitignore": rec.use_gitignore,
+            "created": rec.created,
+            "updated": rec.updated,
+            "snapshot": rec.snapshot,
+            "last_run": rec.last_run,
             "running_job": running.id if running else None,
         }
 
@@ -164,31 +196,46 @@ class SourcesService:
 
     def update(self, key: str, **changes: Any) -> dict[str, Any]:
         rec = self.get(key)
-        allowed = {"name", "project", "trigger", "exclude", "include", "max_scan_files",
-                   "interval_s", "use_gitignore"}
+        allowed = {
+            "name",
+            "project",
+            "trigger",
+            "exclude",
+            "include",
+            "max_scan_files",
+            "interval_s",
+            "use_gitignore",
+        }
         bad = set(changes) - allowed
         if bad:
             raise InvalidArgument(f"cannot update {sorted(bad)}; updatable: {sorted(allowed)}.")
         changes = {k: v for k, v in changes.items() if v is not None or k == "max_scan_files"}
         merged = {**rec.to_dict(), **changes}
-        self._check_fields(merged["trigger"], merged["max_scan_files"], merged["interval_s"],
-                           merged["name"])
+        self._check_fields(
+            merged["trigger"], merged["max_scan_files"], merged["interval_s"], merged["name"]
+        )
         if "name" in changes:
             other = self.registry.find(changes["name"])
             if other is not None and other.id != rec.id:
                 raise Conflict(f"a source named {changes['name']!r} exists.", name=changes["name"])
         for key_ in ("exclude", "include"):
             if key_ in changes:
-                merged[key_] = list(changes[key_] or [])
-        merged["updated"] = iso(self.brain.clock.now())
-        new = SourceRecord.from_dict(merged)
-        self.registry.save(new)
+                changes[key_] = list(changes[key_] or [])
+        if "exclude" in changes:
+            changes["exclude"] = self._guard_home(rec.root, changes["exclude"])
+        # patch, not save: a running job may be writing the snapshot meanwhile
+        new = self.registry.patch(rec.id, **changes, updated=iso(self.brain.clock.now()))
+        if new is None:
+            raise SourceNotFound(f"source {key!r} was removed meanwhile.", source=key)
         if "project" in changes and changes["project"] != rec.project:
             self._retag_project(new)
         self.watcher.refresh()
         job = None
-        if any(k in changes for k in ("exclude", "include", "use_gitignore", "max_scan_files")):
-            job = self.queue.submit(new.id, new.project, "sync", reason="filters changed")
+        refilter = ("exclude", "include", "use_gitignore", "max_scan_files")
+        if any(k in changes for k in refilter) or (
+            changes.get("trigger") == "auto" and rec.trigger != "auto"
+        ):
+            job = self.queue.submit(new.id, new.project, "sync", reason="source updated")
         return {"source": self.describe(new), "job": job.to_dict() if job else None}
 
     def _retag_project(self, rec: SourceRecord) -> None:
@@ -199,7 +246,8 @@ class SourcesService:
 
     def remove(self, key: str, purge: bool = False) -> dict[str, Any]:
         rec = self.get(key)
-        self.queue.cancel_source(rec.id)
+        for job in self.queue.cancel_source(rec.id):
+            job.done.wait(30)  # a running job must not write after the record is gone
         self.registry.delete(rec.id)
         self.watcher.refresh()
         result: dict[str, Any] = {"removed": rec.name, "source_id": rec.id, "purged": False}
@@ -208,16 +256,27 @@ class SourcesService:
             job.done.wait(60)
             result.update(purged=job.status == "done", points_deleted=job.result.get("deleted"))
         else:
-            result["note"] = ("its points stay searchable by nothing and count as orphans; "
-                              "run repair_orphans to delete them")
+            result["note"] = (
+                "its points stay searchable by nothing and count as orphans; "
+                "run repair_orphans to delete them"
+            )
         return result
 
     # ------------------------------------------------------------------ jobs
-    def sync(self, key: str, *, paths: list[str] | None = None, wait: bool = False,
-             timeout: float | None = None) -> dict[str, Any]:
+    def sync(
+        self,
+        key: str,
+        *,
+        paths: list[str] | None = None,
+        wait: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         rec = self.get(key)
-        job = (self.queue.submit(rec.id, rec.project, "targeted", paths=set(paths))
-               if paths else self.queue.submit(rec.id, rec.project, "sync"))
+        job = (
+            self.queue.submit(rec.id, rec.project, "targeted", paths=set(paths))
+            if paths
+            else self.queue.submit(rec.id, rec.project, "sync")
+        )
         if wait:
             job.done.wait(timeout)
         return job.to_dict()
@@ -244,8 +303,9 @@ class SourcesService:
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.queue.get(job_id)
         if job is None:
-            raise InvalidArgument(f"no job {job_id!r} (finished jobs are kept for a while).",
-                                  job_id=job_id)
+            raise InvalidArgument(
+                f"no job {job_id!r} (finished jobs are kept for a while).", job_id=job_id
+            )
         return job.to_dict()
 
     def jobs(self, key: str | None = None) -> list[dict[str, Any]]:
@@ -282,10 +342,17 @@ class SourcesService:
         stats = self.indexer.run(rec, job, paths=paths, mode=mode, scope=job.scope)
         result = stats.to_dict()
         status = "cancelled" if stats.cancelled else "done"
-        self.registry.patch(rec.id, last_run={
-            "job_id": job.id, "kind": job.kind, "status": status, "started": started,
-            "finished": iso(self.brain.clock.now()), "stats": result,
-        })
+        self.registry.patch(
+            rec.id,
+            last_run={
+                "job_id": job.id,
+                "kind": job.kind,
+                "status": status,
+                "started": started,
+                "finished": iso(self.brain.clock.now()),
+                "stats": result,
+            },
+        )
         return result
 
     def _purge(self, source_id: str) -> dict[str, Any]:
@@ -296,8 +363,9 @@ class SourcesService:
         return {"deleted": n}
 
     # ------------------------------------------------------------------ controls
-    def reembed(self, key: str, path: str | None = None, confirm: bool = False,
-                sample: int = 16) -> dict[str, Any]:
+    def reembed(
+        self, key: str, path: str | None = None, confirm: bool = False, sample: int = 16
+    ) -> dict[str, Any]:
         """Embed a source, folder or file again; without ``confirm`` only estimate the time."""
         rec = self.get(key)
         scope = None
@@ -306,19 +374,32 @@ class SourcesService:
             scope = Path(os.path.relpath(real, rec.root)).as_posix()
             scope = None if scope == "." else scope
         states = self.registry.file_states(rec.id)
-        chosen = {r: s for r, s in states.items()
-                  if scope is None or r == scope or r.startswith(scope + "/")}
+        chosen = {
+            r: s
+            for r, s in states.items()
+            if scope is None or r == scope or r.startswith(scope + "/")
+        }
         chunks = sum(s.n_chunks for s in chosen.values())
         if not confirm:
             per_chunk = self._sample_seconds(rec, list(chosen), sample)
             low, high = chunks * per_chunk * 0.7, chunks * per_chunk * 1.6
-            return {"source": rec.name, "scope": scope or "/", "files": len(chosen),
-                    "chunks": chunks, "estimate_s": [round(low, 1), round(high, 1)],
-                    "confirm_required": True,
-                    "note": "nothing was embedded; call again with confirm=true to run"}
+            return {
+                "source": rec.name,
+                "scope": scope or "/",
+                "files": len(chosen),
+                "chunks": chunks,
+                "estimate_s": [round(low, 1), round(high, 1)],
+                "confirm_required": True,
+                "note": "nothing was embedded; call again with confirm=true to run",
+            }
         job = self.queue.submit(rec.id, rec.project, "reembed", scope=scope, reason="reembed")
-        return {"source": rec.name, "scope": scope or "/", "files": len(chosen),
-                "chunks": chunks, "job": job.to_dict()}
+        return {
+            "source": rec.name,
+            "scope": scope or "/",
+            "files": len(chosen),
+            "chunks": chunks,
+            "job": job.to_dict(),
+        }
 
     def _sample_seconds(self, rec: SourceRecord, rels: list[str], n: int) -> float:
         """Seconds per chunk: chunk and embed a random sample of files in scope."""
@@ -342,18 +423,25 @@ class SourcesService:
     def repair_orphans(self, dry_run: bool = True) -> dict[str, Any]:
         """Points of sources that no longer exist: count them, delete unless ``dry_run``."""
         known = tuple(r.id for r in self.registry.list())
-        flt = Filter(must=(MatchAny("kind", SOURCE_KINDS),),
-                     must_not=(MatchAny("source_id", known),) if known else ())
+        flt = Filter(
+            must=(MatchAny("kind", SOURCE_KINDS),),
+            must_not=(MatchAny("source_id", known),) if known else (),
+        )
         by_source: dict[str, int] = {}
-        for p in scroll_all(self.brain.store, Filter(
-                must=(Match("kind", "file"),), must_not=flt.must_not)):
+        for p in scroll_all(
+            self.brain.store, Filter(must=(Match("kind", "file"),), must_not=flt.must_not)
+        ):
             sid = str(p.payload.get("source_id"))
             by_source[sid] = by_source.get(sid, 0) + 1
         points = self.brain.store.count(flt)
         if not dry_run and points:
             self.brain.store.delete_by_filter(flt)
-        return {"dry_run": dry_run, "orphan_points": points, "orphan_files_by_source": by_source,
-                "deleted": 0 if dry_run else points}
+        return {
+            "dry_run": dry_run,
+            "orphan_points": points,
+            "orphan_files_by_source": by_source,
+            "deleted": 0 if dry_run else points,
+        }
 
     # ------------------------------------------------------------------ search
     def search(
@@ -397,15 +485,23 @@ class SourcesService:
         elif search_mode == "filter":
             results = fs.filter_mode(deps, scope, query, limit)
         else:
-            results, extra = fs.grep_mode(deps, scope, query, limit, fixed=fixed,
-                                          case_insensitive=case_insensitive)
+            results, extra = fs.grep_mode(
+                deps, scope, query, limit, fixed=fixed, case_insensitive=case_insensitive
+            )
         return {**base, **extra, "results": results, "count": len(results)}
 
     def _deps(self) -> fs.SearchDeps:
         r = self.settings.retrieval
-        return fs.SearchDeps(self.brain.store, self.brain.embedder, self.brain.bm25,
-                             self.registry, r.exact_max_points, r.rrf_k, r.candidates,
-                             self.settings.sync.grep_timeout_s)
+        return fs.SearchDeps(
+            self.brain.store,
+            self.brain.embedder,
+            self.brain.bm25,
+            self.registry,
+            r.exact_max_points,
+            r.rrf_k,
+            r.candidates,
+            self.settings.sync.grep_timeout_s,
+        )
 
     def _scope(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:
         recs = [self.get(source)] if source else self.registry.list()
@@ -415,23 +511,30 @@ class SourcesService:
             return fs.Scope(recs)
         if not Path(folder).is_absolute():
             if len(recs) != 1:
-                raise InvalidArgument("a relative folder needs source=...; or pass an "
-                                      "absolute folder path.", folder=folder)
+                raise InvalidArgument(
+                    "a relative folder needs source=...; or pass an absolute folder path.",
+                    folder=folder,
+                )
             real = resolve_in_source(Path(recs[0].root), folder)
             return fs.Scope(recs, _rel_or_none(recs[0].root, real))
         real = Path(os.path.realpath(folder))
         owners = [r for r in recs if real == Path(r.root) or Path(r.root) in real.parents]
         if not owners:
-            raise PathOutsideSource(f"{folder} is not inside any source in scope; add it with "
-                                    "add_source or pick a folder inside one.", path=folder)
+            raise PathOutsideSource(
+                f"{folder} is not inside any source in scope; add it with "
+                "add_source or pick a folder inside one.",
+                path=folder,
+            )
         rec = max(owners, key=lambda r: len(r.root))
         return fs.Scope([rec], _rel_or_none(rec.root, real))
 
     # ------------------------------------------------------------------ background
     def _watched(self) -> list[Watched]:
-        return [Watched(r.id, r.root, SourceFilter(Path(r.root), r.exclude, r.include,
-                                                   r.use_gitignore))
-                for r in self.registry.list() if r.trigger == "auto"]
+        return [
+            Watched(r.id, r.root, SourceFilter(Path(r.root), r.exclude, r.include, r.use_gitignore))
+            for r in self.registry.list()
+            if r.trigger == "auto"
+        ]
 
     def _on_changes(self, source_id: str, rels: set[str], full: bool) -> None:
         rec = self.registry.find(source_id)
@@ -486,8 +589,10 @@ def _ts(value: str | None) -> float | None:
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise InvalidArgument(f"bad date {value!r}: use ISO 8601 like 2026-01-31 or "
-                              "2026-01-31T12:00:00Z.", value=value) from exc
+        raise InvalidArgument(
+            f"bad date {value!r}: use ISO 8601 like 2026-01-31 or 2026-01-31T12:00:00Z.",
+            value=value,
+        ) from exc
     if dt.tzinfo is None:
         from datetime import UTC
 

@@ -32,8 +32,9 @@ OnChanges = Callable[[str, set[str], bool], None]
 
 
 class SourceWatcher:
-    def __init__(self, roots: Callable[[], list[Watched]], on_changes: OnChanges,
-                 debounce_ms: int = 300) -> None:
+    def __init__(
+        self, roots: Callable[[], list[Watched]], on_changes: OnChanges, debounce_ms: int = 300
+    ) -> None:
         self._roots = roots
         self._on_changes = on_changes
         self._debounce_ms = max(1, debounce_ms)
