@@ -147,7 +147,7 @@ class _Matcher:
         active = [p for p in self.spec.patterns if p.include is not None]
         self._union: re.Pattern[str] | None = None
         if all(p.include for p in active) and all(p.regex is not None for p in active):
-            parts = [p.regex.pattern.replace("(?P<ps_d>", "(?:") for p in active]
+            parts = [p.regex.pattern.replace("(?P<ps_d>", "(?:") for p in active]  # type: ignore[union-attr]
             self._union = re.compile("|".join(f"(?:{x})" for x in parts) or r"(?!)")
 
     def match_file(self, rel: str) -> bool:

@@ -7,6 +7,7 @@ work: the sync queue's workers, the watcher of ``auto`` sources and the schedule
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import random
@@ -267,7 +268,7 @@ class SourcesService:
         self,
         key: str,
         *,
-        paths: list[str] | None = None,
+        paths: builtins.list[str] | None = None,
         wait: bool = False,
         timeout: float | None = None,
     ) -> dict[str, Any]:
@@ -308,7 +309,7 @@ class SourcesService:
             )
         return job.to_dict()
 
-    def jobs(self, key: str | None = None) -> list[dict[str, Any]]:
+    def jobs(self, key: str | None = None) -> builtins.list[dict[str, Any]]:
         source_id = self.get(key).id if key else None
         return [j.to_dict() for j in self.queue.jobs(source_id)]
 
@@ -401,11 +402,11 @@ class SourcesService:
             "job": job.to_dict(),
         }
 
-    def _sample_seconds(self, rec: SourceRecord, rels: list[str], n: int) -> float:
+    def _sample_seconds(self, rec: SourceRecord, rels: builtins.list[str], n: int) -> float:
         """Seconds per chunk: chunk and embed a random sample of files in scope."""
         if not rels:
             return 0.0
-        texts: list[str] = []
+        texts: builtins.list[str] = []
         for rel in random.Random(0).sample(rels, min(n, len(rels))):
             try:
                 text, _ = read_text_capped(Path(rec.root) / rel, 20_000)
@@ -453,8 +454,8 @@ class SourcesService:
         source: str | None = None,
         folder: str | None = None,
         path_glob: str | None = None,
-        category: list[str] | None = None,
-        tags: list[str] | None = None,
+        category: builtins.list[str] | None = None,
+        tags: builtins.list[str] | None = None,
         created_after: str | None = None,
         created_before: str | None = None,
         modified_after: str | None = None,
@@ -529,7 +530,7 @@ class SourcesService:
         return fs.Scope([rec], _rel_or_none(rec.root, real))
 
     # ------------------------------------------------------------------ background
-    def _watched(self) -> list[Watched]:
+    def _watched(self) -> builtins.list[Watched]:
         return [
             Watched(r.id, r.root, SourceFilter(Path(r.root), r.exclude, r.include, r.use_gitignore))
             for r in self.registry.list()
@@ -545,7 +546,7 @@ class SourcesService:
         else:
             self.queue.submit(rec.id, rec.project, "targeted", paths=rels, reason="watcher")
 
-    def scheduler_tick(self) -> list[str]:
+    def scheduler_tick(self) -> builtins.list[str]:
         """Enqueue every interval source that is due; returns their names."""
         now = self.brain.clock.now().timestamp()
         due = []
