@@ -14,7 +14,7 @@ Used by the benchmarks at 10k / 100k notes, and usable as a ``brain import``-sty
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,11 +116,13 @@ def bulk_add(
     *,
     batch: int = 256,
     project: str | None = None,
+    keyword_fn: Callable[[dict[str, Any]], str] = keyword_text,
 ) -> BulkResult:
     """Add ``notes`` (BulkNote or plain strings) in batches; returns their ids in order.
 
     Every note is validated before its batch is written, so a bad note in a batch leaves
     that batch unwritten (earlier batches stay). Auto-linking is skipped (see module doc).
+    ``keyword_fn`` (what BM25 indexes) is replaceable for the benchmark's ablations only.
     """
     if batch < 1:
         raise ValueError("batch must be >= 1")
@@ -136,7 +138,7 @@ def bulk_add(
         _unique_ids(memory, payloads, seen)
         dense = memory.embedder.embed_documents([embed_text(p) for p in payloads])
         points = [
-            Point(point_id(p["zk_id"]), p, dense[i].tolist(), memory.bm25.document(keyword_text(p)))
+            Point(point_id(p["zk_id"]), p, dense[i].tolist(), memory.bm25.document(keyword_fn(p)))
             for i, p in enumerate(payloads)
         ]
         with memory._write_lock:

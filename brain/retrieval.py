@@ -1,19 +1,27 @@
 """Hybrid retrieval: dense + BM25 candidates fused into one ranking.
 
-Two fusions:
-- ``rrf``: plain reciprocal rank fusion (k=60), the textbook baseline.
-- ``weighted``: score-aware. Dense cosine and BM25 (divided by the best BM25 score of the
-  candidate set) are mixed with ``dense_weight``. Unlike RRF it keeps how far apart two hits
-  are, so a very strong keyword match or a very close paraphrase is not flattened to a rank.
+Fusions (``settings.retrieval.fusion``):
+- ``dbsf`` (default): distribution-based score fusion. Each leg's scores are normalised by
+  the distribution of that leg's own candidate scores (mean +- 3 standard deviations mapped
+  to 0..1), then mixed with ``dense_weight``. A leg whose top hit stands far above its other
+  candidates (a confident leg) dominates; a leg with a flat score profile (it cannot tell its
+  candidates apart) weighs little. This is what lets one default follow BM25 on chat logs
+  and the dense leg on code search, where plain RRF follows neither.
+- ``rrf``: plain reciprocal rank fusion (k = ``rrf_k``), the textbook baseline.
+- ``weighted``: the earlier fusion: dense cosine + BM25 / best BM25, mixed by weight.
+- ``dense`` / ``bm25``: one leg alone (baselines).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from brain.vector_store import Filter, Hit, SparseVector, VectorStore
+
+FUSIONS = ("dbsf", "rrf", "weighted", "dense", "bm25")
 
 
 @dataclass(slots=True)
@@ -26,10 +34,28 @@ class Candidate:
     ranks: dict[str, int] = field(default_factory=dict)
 
 
+def _dbsf(scores: Sequence[float]) -> tuple[float, float]:
+    """(low, high) of a leg: mean -+ 3 standard deviations of its candidate scores."""
+    n = len(scores)
+    mean = sum(scores) / n
+    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / n)
+    return mean - 3 * std, mean + 3 * std
+
+
+def _normalised(hits: Sequence[Hit]) -> dict[str, float]:
+    if not hits:
+        return {}
+    scores = [h.score for h in hits]
+    lo, hi = _dbsf(scores)
+    if hi - lo <= 1e-12:
+        return {h.id: 0.5 for h in hits}
+    return {h.id: (h.score - lo) / (hi - lo) for h in hits}
+
+
 def fuse(
     dense: Sequence[Hit],
     sparse: Sequence[Hit],
-    method: str = "weighted",
+    method: str = "dbsf",
     dense_weight: float = 0.5,
     rrf_k: int = 60,
 ) -> list[Candidate]:
@@ -45,6 +71,14 @@ def fuse(
     if method == "rrf":
         for c in cands.values():
             c.score = sum(1.0 / (rrf_k + r + 1) for r in c.ranks.values())
+    elif method == "dbsf":
+        nd, ns = _normalised(dense), _normalised(sparse)
+        # A candidate one leg did not return scores as that leg's weakest returned hit.
+        dmin = min(nd.values(), default=0.0)
+        smin = min(ns.values(), default=0.0)
+        wd = dense_weight if dense and sparse else (1.0 if dense else 0.0)
+        for c in cands.values():
+            c.score = wd * nd.get(c.id, dmin) + (1.0 - wd) * ns.get(c.id, smin)
     else:
         top_bm25 = max((h.score for h in sparse), default=0.0) or 1.0
         floor = min((h.score for h in dense), default=0.0)
@@ -64,18 +98,14 @@ def hybrid(
     limit: int,
     *,
     candidates: int = 50,
-    method: str = "weighted",
+    method: str = "dbsf",
     dense_weight: float = 0.5,
     rrf_k: int = 60,
     exact: bool = False,
 ) -> list[Candidate]:
     n = max(candidates, limit)
-    dense = store.query_dense(dense_vec, flt, n, exact=exact)
-    sparse = store.query_sparse(sparse_vec, flt, n) if dense_weight < 1.0 else []
-    if method == "dense":
-        sparse = []
-    elif method == "bm25":
-        dense = []
-    return fuse(dense, sparse, "weighted" if method in ("dense", "bm25") else method,
-                dense_weight if method not in ("dense", "bm25") else (1.0 if method == "dense" else 0.0),
-                rrf_k)[:limit]
+    dense = store.query_dense(dense_vec, flt, n, exact=exact) if method != "bm25" else []
+    sparse = store.query_sparse(sparse_vec, flt, n) if method != "dense" else []
+    if method in ("dense", "bm25"):
+        return fuse(dense, sparse, "weighted", 1.0 if method == "dense" else 0.0, rrf_k)[:limit]
+    return fuse(dense, sparse, method, dense_weight, rrf_k)[:limit]

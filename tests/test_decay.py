@@ -65,12 +65,12 @@ async def test_archive_boundaries_45_days_2_accesses_pinned(brain: Brain, client
     for zk in (pinned, twice):
         assert brain.memory.get_payload(zk)["memory_type"] == "permanent"
     # (searching stamps accesses, so it comes after the access-count checks)
-    hits = await call(client, "search_memory", query="gunicorn workers")
+    hits = await call(client, "search_memory", query="gunicorn workers", project="shop")
     assert never not in [h["zk_id"] for h in hits["results"]]
 
     restored = await call(client, "restore_note", zk_id=never)
     assert restored["restored_from"] == "archived" and restored["memory_type"] == "permanent"
-    hits = await call(client, "search_memory", query="gunicorn workers")
+    hits = await call(client, "search_memory", query="gunicorn workers", project="shop")
     assert never in [h["zk_id"] for h in hits["results"]]
 
 

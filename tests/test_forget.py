@@ -37,7 +37,7 @@ async def test_forget_hides_at_once_and_restore_within_grace(brain: Brain, clien
     assert brain.workers.run_now("reclamation")["count"] == 0
     back = await call(client, "restore_note", zk_id=a)
     assert back["restored_from"] == "forgotten"
-    hits = await call(client, "search_memory", query="terraform state lock dynamodb")
+    hits = await call(client, "search_memory", query="terraform state lock dynamodb", project="ops")
     assert a in [h["zk_id"] for h in hits["results"]]
 
 

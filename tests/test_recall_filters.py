@@ -78,7 +78,8 @@ async def test_each_filter_alone(brain: Brain, client, notes) -> None:  # noqa: 
     assert await ids(client, project="shop", custom_filters=[{"key": "salience", "lte": 0.3}]) == [
         n["old_decision"]
     ]
-    assert await ids(client, custom_filters=[{"key": "project", "any": ["api"]}]) == [
+    assert await ids(client, all_projects=True,
+                     custom_filters=[{"key": "project", "any": ["api"]}]) == [
         n["other_project"]
     ]
     assert await ids(client, project="shop", confidence_min=1.01) == []

@@ -79,8 +79,9 @@ async def test_secrets_redacted_on_every_write_path(brain: Brain, client, home: 
     # No search of any kind finds them.
     for secret in (*SECRETS, "BEGIN RSA PRIVATE KEY", "ghp_Zx9Qw8"):
         for args in (
-            {},
+            {"all_projects": True},
             {
+                "all_projects": True,
                 "include_fleeting": True,
                 "include_contextual": True,
                 "fingerprint_match": False,

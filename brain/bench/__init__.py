@@ -122,7 +122,7 @@ def machine_info() -> dict[str, Any]:
     try:
         import torch
 
-        torch_version = torch.__version__
+        torch_version = str(torch.__version__)
         threads = torch.get_num_threads()
     except ImportError:
         torch_version, threads = "", 0

@@ -22,7 +22,12 @@ SYSTEMS: dict[str, dict[str, Any]] = {
     "rrf": {"fusion": "rrf", "rrf_k": 60},
 }
 # Ablations: the default with one lever removed (or an alternative fusion).
-ABLATIONS: dict[str, dict[str, Any]] = {}
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "weighted": {"fusion": "weighted", "dense_weight": 0.5},
+    "dbsf, no exact search": {"exact_max_points": 0},
+    "dbsf, dense_weight 0.45": {"dense_weight": 0.45},
+    "dbsf, dense_weight 0.65": {"dense_weight": 0.65},
+}
 
 DESCRIBE: dict[str, str] = {
     "default": "shipped default configuration",
@@ -30,59 +35,90 @@ DESCRIBE: dict[str, str] = {
     "dense": "baseline: dense cosine alone",
     "rrf": "baseline: plain RRF (k = 60)",
     "deep_search": "deep_search tool (default arguments)",
+    "weighted": "ablation: previous fusion (cosine + BM25 / best BM25, 0.5 each)",
+    "dbsf, no exact search": "ablation: default without exact search of small scopes",
+    "dbsf, dense_weight 0.45": "ablation: default with dense_weight 0.45",
+    "dbsf, dense_weight 0.65": "ablation: default with dense_weight 0.65",
+    "bulk: default": "control: default config, store bulk-loaded (brain.bulk)",
+    "bulk: + previous turn as note context": "lever: note context = previous turn "
+    "(embedded with the content), bulk-loaded",
+    "bulk: BM25 on content only (no title/keywords/tags)": "ablation: enriched fields not "
+    "indexed by BM25, bulk-loaded",
 }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="brain bench", description=__doc__)
-    p.add_argument("--quick", action="store_true",
-                   help="subsample (3 LoCoMo conversations, all CoSQA, speed at 10k only)")
-    p.add_argument("--data", default=None,
-                   help="folder with locomo10.json and cosqa-dev.json "
-                        "(default $BRAIN_BENCH_DATA or ../shared/bench)")
-    p.add_argument("--only", default="locomo,cosqa,speed",
-                   help="comma-separated subset of locomo,cosqa,speed")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="subsample (3 LoCoMo conversations, all CoSQA, speed at 10k only)",
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        help="folder with locomo10.json and cosqa-dev.json "
+        "(default $BRAIN_BENCH_DATA or ../shared/bench)",
+    )
+    p.add_argument(
+        "--only", default="locomo,cosqa,speed", help="comma-separated subset of locomo,cosqa,speed"
+    )
     p.add_argument("--no-ablations", action="store_true", help="baselines only")
     p.add_argument("--no-write", action="store_true", help="print, do not write the report")
     return p.parse_args(argv)
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
     from brain.bench import BenchContext, data_dir, machine_info
     from brain.embedder import REGISTRY, build_embedder
 
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     data = data_dir(args.data)
     if ({"locomo", "cosqa"} & only) and not (data / "locomo10.json").is_file():
-        print(f"brain bench: no benchmark data in {data}; pass --data or set BRAIN_BENCH_DATA",
-              file=sys.stderr)
+        print(
+            f"brain bench: no benchmark data in {data}; pass --data or set BRAIN_BENCH_DATA",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     record = REGISTRY["sentence-transformers/all-MiniLM-L6-v2"]
     embedder = build_embedder(record)
     embedder.embed_query("warm up")
-    ctx = BenchContext(embedder=embedder, data=data, quick=args.quick,
-                       log=lambda m: print(m, flush=True))
+    ctx = BenchContext(
+        embedder=embedder, data=data, quick=args.quick, log=lambda m: print(m, flush=True)
+    )
     systems = dict(SYSTEMS)
     if not args.no_ablations:
         systems.update(ABLATIONS)
-    results: dict[str, Any] = {"quick": args.quick, "machine": machine_info(),
-                               "model": record.id}
+    results: dict[str, Any] = {"quick": args.quick, "machine": machine_info(), "model": record.id}
     t0 = time.perf_counter()
+
+    def checkpoint() -> None:
+        # The report is rewritten after each benchmark, so a long full run leaves figures
+        # behind even if a later part fails or is stopped.
+        results["elapsed_s"] = round(time.perf_counter() - t0, 1)
+        results["targets"] = targets(results)
+        results["notes"] = list(dict.fromkeys(ctx.notes))
+        if write:
+            from brain.bench import ROOT, report
+
+            report.write(results, ROOT, DESCRIBE)
+
     if "locomo" in only:
         from brain.bench import locomo
 
         results["locomo"] = await locomo.run(ctx, systems)
+        checkpoint()
     if "cosqa" in only:
         from brain.bench import cosqa
 
         results["cosqa"] = await cosqa.run(ctx, systems)
+        checkpoint()
     if "speed" in only:
         from brain.bench import speed
 
-        results["speed"] = await speed.run(ctx)
-    results["elapsed_s"] = round(time.perf_counter() - t0, 1)
-    results["targets"] = targets(results)
-    results["notes"] = list(dict.fromkeys(ctx.notes))
+        results["speed"] = {}
+        await speed.run(ctx, results["speed"], checkpoint)
+    checkpoint()
     return results
 
 
@@ -92,18 +128,22 @@ def targets(r: dict[str, Any]) -> list[str]:
     if "default" in lo:
         d = lo["default"]["all"]
         best = max((lo[b]["all"]["any@5"], b) for b in ("bm25", "dense") if b in lo)
-        out.append(f"LoCoMo turn any@5 {d['any@5']:.3f} (target >= 0.70: "
-                   f"{'met' if d['any@5'] >= 0.70 else 'NOT met'}), any@10 {d['any@10']:.3f} "
-                   f"(target >= 0.80: {'met' if d['any@10'] >= 0.80 else 'NOT met'}); best "
-                   f"single baseline any@5 {best[0]:.3f} ({best[1]}).")
+        out.append(
+            f"LoCoMo turn any@5 {d['any@5']:.3f} (target >= 0.70: "
+            f"{'met' if d['any@5'] >= 0.70 else 'NOT met'}), any@10 {d['any@10']:.3f} "
+            f"(target >= 0.80: {'met' if d['any@10'] >= 0.80 else 'NOT met'}); best "
+            f"single baseline any@5 {best[0]:.3f} ({best[1]})."
+        )
     co = r.get("cosqa", {}).get("systems", {})
     if "default" in co:
         d = co["default"]
         best = max((co[b]["MRR@10"], b) for b in ("bm25", "dense") if b in co)
-        out.append(f"CoSQA MRR@10 {d['MRR@10']:.3f} (target >= 0.87: "
-                   f"{'met' if d['MRR@10'] >= 0.87 else 'NOT met'}), R@5 {d['R@5']:.3f} "
-                   f"(target >= 0.97: {'met' if d['R@5'] >= 0.97 else 'NOT met'}); best single "
-                   f"baseline MRR@10 {best[0]:.3f} ({best[1]}).")
+        out.append(
+            f"CoSQA MRR@10 {d['MRR@10']:.3f} (target >= 0.87: "
+            f"{'met' if d['MRR@10'] >= 0.87 else 'NOT met'}), R@5 {d['R@5']:.3f} "
+            f"(target >= 0.97: {'met' if d['R@5'] >= 0.97 else 'NOT met'}); best single "
+            f"baseline MRR@10 {best[0]:.3f} ({best[1]})."
+        )
     for row in r.get("speed", {}).get("scales", []):
         s = row["search_all_ms"]["p50"]
         line = f"{row['notes']:,} notes: search_memory p50 {s:.1f} ms"
@@ -111,8 +151,10 @@ def targets(r: dict[str, Any]) -> list[str]:
             line += f" (target <= 25 ms: {'met' if s <= 25 else 'NOT met'})"
         if row.get("deep_search_ms"):
             ds = row["deep_search_ms"]["p50"]
-            line += f"; deep_search p50 {ds:.1f} ms (target <= 80 ms: " \
-                    f"{'met' if ds <= 80 else 'NOT met'})"
+            line += (
+                f"; deep_search p50 {ds:.1f} ms (target <= 80 ms: "
+                f"{'met' if ds <= 80 else 'NOT met'})"
+            )
         a = row["add_memory_ms"]["p50"]
         line += f"; add_memory p50 {a:.1f} ms (target <= 40 ms: {'met' if a <= 40 else 'NOT met'})"
         out.append(line + ".")
@@ -122,12 +164,10 @@ def targets(r: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from brain.bench import ROOT
-    from brain.bench import report
+    from brain.bench import ROOT, report
 
-    results = asyncio.run(run(args))
-    md = report.render(results, DESCRIBE)
-    print(md)
+    results = asyncio.run(run(args, write=not args.no_write))
+    print(report.render(results, DESCRIBE))
     if not args.no_write:
         md_path, json_path = report.write(results, ROOT, DESCRIBE)
         print(f"wrote {md_path} and {json_path}", file=sys.stderr)

@@ -68,8 +68,9 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
                 rk = Ranking()
                 for query, gold in queries:
                     t = time.perf_counter()
-                    res = await call(client, tool, {"query": query, "project": PROJECT,
-                                                    "top_k": 10})
+                    res = await call(
+                        client, tool, {"query": query, "project": PROJECT, "top_k": 10}
+                    )
                     rk.latency_ms.append((time.perf_counter() - t) * 1000)
                     hits = res.get("results") or res.get("notes") or res.get("hits") or []
                     rk.add([id_of.get(h["zk_id"]) for h in hits], gold)
@@ -78,5 +79,9 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
             brain.memory.cfg = default_cfg
     finally:
         brain.close()
-    return {"corpus": len(corpus), "queries": len(queries), "ingest_s": round(ingest_s, 1),
-            "systems": results}
+    return {
+        "corpus": len(corpus),
+        "queries": len(queries),
+        "ingest_s": round(ingest_s, 1),
+        "systems": results,
+    }

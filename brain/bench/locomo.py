@@ -81,7 +81,9 @@ def load(path: Path) -> list[Conversation]:
         while f"session_{n}" in c or f"session_{n}_date_time" in c:
             date = c.get(f"session_{n}_date_time", "")
             lines = [turn_text(date, t) for t in c.get(f"session_{n}", [])]
-            turns.extend(Turn(t["dia_id"], n, lines[i]) for i, t in enumerate(c.get(f"session_{n}", [])))
+            turns.extend(
+                Turn(t["dia_id"], n, lines[i]) for i, t in enumerate(c.get(f"session_{n}", []))
+            )
             if lines:
                 sessions[n] = "\n".join(lines)
             n += 1
@@ -93,8 +95,14 @@ def load(path: Path) -> list[Conversation]:
             gold = resolve_evidence(qa.get("evidence", []), set(session_of))
             if not gold:
                 continue
-            conv.questions.append(Question(qa["question"], int(qa["category"]), frozenset(gold),
-                                           frozenset(session_of[g] for g in gold)))
+            conv.questions.append(
+                Question(
+                    qa["question"],
+                    int(qa["category"]),
+                    frozenset(gold),
+                    frozenset(session_of[g] for g in gold),
+                )
+            )
         convs.append(conv)
     return convs
 
@@ -121,12 +129,101 @@ class Recall:
         return out
 
 
-async def _ingest(client: Any, project: str, texts: Sequence[str]) -> list[str]:
+async def _ingest(
+    client: Any, project: str, texts: Sequence[str], contexts: Sequence[str | None] | None = None
+) -> list[str]:
     ids = []
-    for text in texts:
-        res = await call(client, "add_memory", {"content": text, "project": project})
+    for i, text in enumerate(texts):
+        args: dict[str, Any] = {"content": text, "project": project}
+        if contexts is not None and contexts[i]:
+            args["context"] = contexts[i]
+        res = await call(client, "add_memory", args)
         ids.append(res["note"]["zk_id"])
     return ids
+
+
+def previous_turns(conv: Conversation) -> list[str | None]:
+    """The context of each turn: the turn before it in the same session (None for the first)."""
+    out: list[str | None] = []
+    for i, t in enumerate(conv.turns):
+        prev = conv.turns[i - 1] if i and conv.turns[i - 1].session == t.session else None
+        out.append(prev.text if prev else None)
+    return out
+
+
+async def _accepts(client: Any, tool: str, arg: str) -> bool:
+    for t in await client.list_tools():
+        if t.name == tool:
+            schema = getattr(t, "input_schema", None) or t.inputSchema or {}
+            return arg in schema.get("properties", {})
+    return False
+
+
+async def _evaluate(
+    client: Any,
+    brain: Any,
+    convs: list[Conversation],
+    maps: dict[int, dict[str, Any]],
+    level: str,
+    tool: str,
+    cfg: dict[str, Any],
+) -> dict[str, Any]:
+    default_cfg = brain.memory.cfg
+    set_fusion(brain, **cfg)
+    rec = Recall()
+    try:
+        for conv in convs:
+            m = maps[conv.index]
+            for q in conv.questions:
+                t = time.perf_counter()
+                ids = await _ask(client, tool, q.text, conv.project, 10)
+                rec.latency_ms.append((time.perf_counter() - t) * 1000)
+                gold = q.gold_turns if level == "turn" else q.gold_sessions
+                rec.add(q.category, [m.get(i) for i in ids], gold)
+    finally:
+        brain.memory.cfg = default_cfg
+    return rec.table()
+
+
+def _content_only(payload: dict[str, Any]) -> str:
+    return str(payload["content"])
+
+
+# Index-time ablations, turn level, bulk-loaded into their own store (full mode).
+INDEX_ABLATIONS: dict[str, dict[str, Any]] = {
+    "bulk: default": {},
+    "bulk: + previous turn as note context": {"context": True},
+    "bulk: BM25 on content only (no title/keywords/tags)": {"keyword_fn": _content_only},
+}
+
+
+async def index_ablations(ctx: BenchContext, convs: list[Conversation]) -> dict[str, Any]:
+    from brain.bulk import BulkNote, bulk_add
+
+    results: dict[str, Any] = {}
+    for i, (name, spec) in enumerate(INDEX_ABLATIONS.items()):
+        brain = ctx.open_brain(f"locomo-ablation-{i}")
+        try:
+            maps: dict[int, dict[str, Any]] = {}
+            for conv in convs:
+                ctxs = previous_turns(conv) if spec.get("context") else [None] * len(conv.turns)
+                notes = [
+                    BulkNote(t.text, project=conv.project, extra={"context": c} if c else {})
+                    for t, c in zip(conv.turns, ctxs, strict=True)
+                ]
+                kw = {"keyword_fn": spec["keyword_fn"]} if "keyword_fn" in spec else {}
+                res = bulk_add(brain.memory, notes, **kw)
+                maps[conv.index] = dict(
+                    zip(res.zk_ids, [t.dia_id for t in conv.turns], strict=True)
+                )
+            async with mcp_client(brain) as client:
+                results[name] = await _evaluate(
+                    client, brain, convs, maps, "turn", "search_memory", {}
+                )
+            ctx.log(f"locomo turn {name}: {_brief(results[name]['all'])}")
+        finally:
+            brain.close()
+    return results
 
 
 async def _ask(client: Any, tool: str, query: str, project: str, k: int) -> list[str]:
@@ -142,53 +239,60 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
     convs = load(ctx.data / "locomo10.json")
     if ctx.quick:
         convs = convs[:3]
-    out: dict[str, Any] = {"conversations": len(convs),
-                           "questions": sum(len(c.questions) for c in convs)}
+    out: dict[str, Any] = {
+        "conversations": len(convs),
+        "questions": sum(len(c.questions) for c in convs),
+    }
     for level in ("turn", "session"):
         brain = ctx.open_brain(f"locomo-{level}")
         try:
             async with mcp_client(brain) as client:
                 deep = ctx.deep and "deep_search" in await tool_names(client)
+                with_context = level == "turn" and await _accepts(client, "add_memory", "context")
                 maps: dict[int, dict[str, Any]] = {}
                 t0 = time.perf_counter()
                 for conv in convs:
                     if level == "turn":
                         keys: list[Any] = [t.dia_id for t in conv.turns]
                         texts = [t.text for t in conv.turns]
+                        ctxs = previous_turns(conv) if with_context else None
                     else:
                         keys = list(conv.sessions)
                         texts = [conv.sessions[s] for s in keys]
-                    ids = await _ingest(client, conv.project, texts)
+                        ctxs = None
+                    ids = await _ingest(client, conv.project, texts, ctxs)
                     maps[conv.index] = dict(zip(ids, keys, strict=True))
                 ingest_s = time.perf_counter() - t0
-                ctx.log(f"locomo {level}: {sum(len(m) for m in maps.values())} memories "
-                        f"added via add_memory in {ingest_s:.1f}s")
+                ctx.log(
+                    f"locomo {level}: {sum(len(m) for m in maps.values())} memories "
+                    f"added via add_memory in {ingest_s:.1f}s"
+                    + (" (previous turn passed as context)" if with_context else "")
+                )
+                # Payload indexes appear once a store passes a size threshold, at open; a
+                # restart would create them, so the bench does the same without restarting.
+                ensure = getattr(brain.store, "ensure_indexes", None)
+                if ensure is not None:
+                    ensure()
                 results: dict[str, Any] = {}
                 runs = [(name, "search_memory", cfg) for name, cfg in systems.items()]
                 if deep:
                     runs.append(("deep_search", "deep_search", {}))
-                default_cfg = brain.memory.cfg
                 for name, tool, cfg in runs:
-                    brain.memory.cfg = default_cfg
-                    set_fusion(brain, **cfg)
-                    rec = Recall()
-                    for conv in convs:
-                        m = maps[conv.index]
-                        for q in conv.questions:
-                            t = time.perf_counter()
-                            ids = await _ask(client, tool, q.text, conv.project, 10)
-                            rec.latency_ms.append((time.perf_counter() - t) * 1000)
-                            gold = q.gold_turns if level == "turn" else q.gold_sessions
-                            rec.add(q.category, [m.get(i) for i in ids], gold)
-                    results[name] = rec.table()
+                    results[name] = await _evaluate(client, brain, convs, maps, level, tool, cfg)
                     ctx.log(f"locomo {level} {name}: {_brief(results[name]['all'])}")
-                brain.memory.cfg = default_cfg
                 if not deep:
-                    ctx.notes.append("deep_search is not listed by the server: its LoCoMo rows "
-                                     "are skipped")
-                out[level] = {"ingest_s": round(ingest_s, 1), "systems": results}
+                    ctx.notes.append(
+                        "deep_search is not listed by the server: its LoCoMo rows are skipped"
+                    )
+                out[level] = {
+                    "ingest_s": round(ingest_s, 1),
+                    "systems": results,
+                    "context_passed": with_context,
+                }
         finally:
             brain.close()
+    if not ctx.quick:
+        out["turn"]["systems"].update(await index_ablations(ctx, convs))
     return out
 
 

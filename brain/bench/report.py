@@ -31,48 +31,95 @@ def _ms(p: dict[str, Any] | None) -> str:
 
 def locomo_section(level: str, data: dict[str, Any], describe: dict[str, str]) -> str:
     systems = data["systems"]
-    rows = [[name, describe.get(name, ""), *(systems[name]["all"].get(c) for c in LOCOMO_COLS)]
-            for name in systems]
-    out = [f"### LoCoMo, {level} level (overall, n = {next(iter(systems.values()))['all']['n']})",
-           "", _table(["system", "what", *LOCOMO_COLS], rows), ""]
+    rows = [
+        [name, describe.get(name, ""), *(systems[name]["all"].get(c) for c in LOCOMO_COLS)]
+        for name in systems
+    ]
+    out = [
+        f"### LoCoMo, {level} level (overall, n = {next(iter(systems.values()))['all']['n']})",
+        "",
+        _table(["system", "what", *LOCOMO_COLS], rows),
+        "",
+    ]
     cats = [str(c) for c in (1, 2, 3, 4)]
     crow = []
     for name in systems:
-        crow.append([name, *(systems[name].get(c, {}).get("any@5") for c in cats),
-                     *(systems[name].get(c, {}).get("any@10") for c in cats)])
-    out += [f"Per category ({level} level), any@5 then any@10:", "",
-            _table(["system", *(f"c{c} @5" for c in cats), *(f"c{c} @10" for c in cats)], crow),
-            ""]
+        crow.append(
+            [
+                name,
+                *(systems[name].get(c, {}).get("any@5") for c in cats),
+                *(systems[name].get(c, {}).get("any@10") for c in cats),
+            ]
+        )
+    out += [
+        f"Per category ({level} level), any@5 then any@10:",
+        "",
+        _table(["system", *(f"c{c} @5" for c in cats), *(f"c{c} @10" for c in cats)], crow),
+        "",
+    ]
     return "\n".join(out)
 
 
 def cosqa_section(data: dict[str, Any], describe: dict[str, str]) -> str:
     systems = data["systems"]
-    rows = [[name, describe.get(name, ""), *(systems[name].get(c) for c in COSQA_COLS)]
-            for name in systems]
-    return "\n".join([f"### CoSQA dev ({data['corpus']} codes, {data['queries']} queries)", "",
-                      _table(["system", "what", *COSQA_COLS], rows), ""])
+    rows = [
+        [name, describe.get(name, ""), *(systems[name].get(c) for c in COSQA_COLS)]
+        for name in systems
+    ]
+    return "\n".join(
+        [
+            f"### CoSQA dev ({data['corpus']} codes, {data['queries']} queries)",
+            "",
+            _table(["system", "what", *COSQA_COLS], rows),
+            "",
+        ]
+    )
 
 
 def speed_section(data: dict[str, Any]) -> str:
     rows = []
     for r in data.get("scales", []):
-        rows.append([
-            f"{r['notes']:,}", _ms(r.get("search_all_ms")), _ms(r.get("search_project_ms")),
-            _ms(r.get("search_all_unoptimized_ms")), _ms(r.get("deep_search_ms")),
-            _ms(r.get("add_memory_ms")), _ms(r.get("query_embedding_ms")),
-            r.get("bulk_notes_per_s"), r.get("optimize_s"), r.get("peak_rss_mb"),
-        ])
-    out = ["### Speed (in-process MCP client; ms p50 / p95)", "",
-           _table(["notes", "search_memory (all)", "search_memory (1 project)",
-                   "search before optimize()", "deep_search", "add_memory",
-                   "query embedding (floor)", "bulk notes/s", "optimize() s", "peak RSS MB"],
-                  rows), ""]
+        rows.append(
+            [
+                f"{r['notes']:,}",
+                _ms(r.get("search_all_ms")),
+                _ms(r.get("search_project_ms")),
+                _ms(r.get("search_all_unoptimized_ms")),
+                _ms(r.get("deep_search_ms")),
+                _ms(r.get("add_memory_ms")),
+                _ms(r.get("query_embedding_ms")),
+                r.get("bulk_notes_per_s"),
+                r.get("optimize_s"),
+                r.get("peak_rss_mb"),
+            ]
+        )
+    out = [
+        "### Speed (in-process MCP client; ms p50 / p95)",
+        "",
+        _table(
+            [
+                "notes",
+                "search_memory (all)",
+                "search_memory (1 project)",
+                "search before optimize()",
+                "deep_search",
+                "add_memory",
+                "query embedding (floor)",
+                "bulk notes/s",
+                "optimize() s",
+                "peak RSS MB",
+            ],
+            rows,
+        ),
+        "",
+    ]
     for r in data.get("scales", []):
         ns, st = r.get("service_search_nostamp_ms"), r.get("service_search_stamp_ms")
         if ns and st:
-            out.append(f"- {r['notes']:,} notes: MemoryService.search without access stamping "
-                       f"{_ms(ns)} ms, with stamping {_ms(st)} ms (p50 / p95).")
+            out.append(
+                f"- {r['notes']:,} notes: MemoryService.search without access stamping "
+                f"{_ms(ns)} ms, with stamping {_ms(st)} ms (p50 / p95)."
+            )
         b, a = r.get("shard_before_optimize"), r.get("shard_after_optimize")
         if b:
             out.append(f"- {r['notes']:,} notes: shard before optimize() {b}; after {a}.")
@@ -80,9 +127,11 @@ def speed_section(data: dict[str, Any]) -> str:
     if "error" in s:
         out.append(f"- startup (python mcp_server.py over stdio): failed: {s['error']}")
     elif s:
-        out.append(f"- startup (python mcp_server.py over stdio): list_tools answered after "
-                   f"{s['list_tools_s']} s, first tool call (brain_stats) {s['first_call_s']} s, "
-                   f"first search_memory (loads the model) {s['first_search_s']} s.")
+        out.append(
+            f"- startup (python mcp_server.py over stdio): list_tools answered after "
+            f"{s['list_tools_s']} s, first tool call (brain_stats) {s['first_call_s']} s, "
+            f"first search_memory (loads the model) {s['first_search_s']} s."
+        )
     return "\n".join(out) + "\n"
 
 
@@ -121,8 +170,10 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
     parts += ["## Recall", ""]
     if "locomo" in results:
         lo = results["locomo"]
-        parts.append(f"LoCoMo: {lo['conversations']} conversations, {lo['questions']} questions "
-                     "(category 5 excluded, unresolvable evidence skipped).")
+        parts.append(
+            f"LoCoMo: {lo['conversations']} conversations, {lo['questions']} questions "
+            "(category 5 excluded, unresolvable evidence skipped)."
+        )
         parts.append("")
         for level in ("turn", "session"):
             if level in lo:

@@ -23,7 +23,6 @@ from brain.bench import (
     BenchContext,
     call,
     mcp_client,
-   
     peak_rss_mb,
     percentiles,
     tool_names,
@@ -31,45 +30,118 @@ from brain.bench import (
 
 PROJECTS = 20
 
-_SUBJECTS = """the parser the scheduler the cache layer the auth service the billing job the
-importer the websocket client the migration script the search index the test runner the CLI
-the config loader the retry loop the upload handler the rate limiter the report builder the
-docker image the CI pipeline the ORM model the queue worker the payment webhook the email
-sender the session store the feature flag the logger the metrics exporter the frontend build
-the GraphQL resolver the cron task""".split("the ")
-_VERBS = """fails on times out with leaks memory under crashes when given slows down on rejects
-drops silently ignores double-counts mis-parses deadlocks on retries forever on returns
-stale data for corrupts truncates mishandles needs a guard for must validate now supports
-caches handles""".split(" ")
-_OBJECTS = """empty input unicode file names large payloads concurrent writes expired tokens
-missing headers nested JSON null dates negative amounts duplicate keys slow disks IPv6
-addresses leap years daylight saving changes huge CSV files binary blobs long URLs deleted
-users stale locks partial reads gzip bodies invalid UTF-8 zero-length arrays""".split(" ")
-_FIXES = """so we pinned the version|so we added a timeout|so we switched to streaming|so we
-added an index|so we wrapped it in a transaction|so we added a retry with backoff|so we
-validate at the boundary|so we split the batch|so we moved it to a worker|so we cache the
-result|so we added a regression test|so we log and skip it|so we normalise first|so we use
-a lock|so we raised the limit""".replace("\n", " ").split("|")
+_SUBJECTS = (
+    "parser",
+    "scheduler",
+    "cache layer",
+    "auth service",
+    "billing job",
+    "importer",
+    "websocket client",
+    "migration script",
+    "search index",
+    "test runner",
+    "CLI",
+    "config loader",
+    "retry loop",
+    "upload handler",
+    "rate limiter",
+    "report builder",
+    "docker image",
+    "CI pipeline",
+    "ORM model",
+    "queue worker",
+    "payment webhook",
+    "email sender",
+    "session store",
+    "feature flag",
+    "logger",
+    "metrics exporter",
+    "frontend build",
+    "GraphQL resolver",
+    "cron task",
+)
+_VERBS = (
+    "fails on",
+    "times out with",
+    "leaks memory under",
+    "crashes when given",
+    "slows down on",
+    "rejects",
+    "silently ignores",
+    "double-counts",
+    "mis-parses",
+    "deadlocks on",
+    "retries forever on",
+    "returns stale data for",
+    "corrupts",
+    "truncates",
+    "mishandles",
+    "needs a guard for",
+    "must validate",
+    "now supports",
+    "caches",
+    "handles",
+)
+_OBJECTS = (
+    "empty input",
+    "unicode file names",
+    "large payloads",
+    "concurrent writes",
+    "expired tokens",
+    "missing headers",
+    "nested JSON",
+    "null dates",
+    "negative amounts",
+    "duplicate keys",
+    "slow disks",
+    "IPv6 addresses",
+    "leap years",
+    "daylight saving changes",
+    "huge CSV files",
+    "binary blobs",
+    "long URLs",
+    "deleted users",
+    "stale locks",
+    "partial reads",
+    "gzip bodies",
+    "invalid UTF-8",
+    "zero-length arrays",
+)
+_FIXES = (
+    "so we pinned the version",
+    "so we added a timeout",
+    "so we switched to streaming",
+    "so we added an index",
+    "so we wrapped it in a transaction",
+    "so we added a retry with backoff",
+    "so we validate at the boundary",
+    "so we split the batch",
+    "so we moved it to a worker",
+    "so we cache the result",
+    "so we added a regression test",
+    "so we log and skip it",
+    "so we normalise first",
+    "so we use a lock",
+    "so we raised the limit",
+)
 
 
 def synthetic_notes(n: int, seed: int = 7) -> list[str]:
     """``n`` distinct, realistic-length engineering notes (deterministic)."""
     rng = random.Random(seed)
-    subjects = [s.strip() for s in _SUBJECTS if s.strip()]
-    objects = [o.replace("_", " ") for o in _OBJECTS if o]
-    verbs = [v for v in _VERBS if v]
-    out = []
-    for i in range(n):
-        out.append(f"The {rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} "
-                   f"in module m{rng.randrange(500)} {rng.choice(_FIXES).strip()} (ticket {i}).")
-    return out
+    return [
+        f"The {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} in module "
+        f"m{rng.randrange(500)}, {rng.choice(_FIXES)} (ticket {i})."
+        for i in range(n)
+    ]
 
 
 def synthetic_queries(n: int, seed: int = 11) -> list[str]:
     rng = random.Random(seed)
-    subjects = [s.strip() for s in _SUBJECTS if s.strip()]
-    objects = [o for o in _OBJECTS if o]
-    return [f"why does {rng.choice(subjects)} break with {rng.choice(objects)}" for _ in range(n)]
+    return [
+        f"why does the {rng.choice(_SUBJECTS)} break with {rng.choice(_OBJECTS)}" for _ in range(n)
+    ]
 
 
 async def _time_tool(client: Any, tool: str, argsets: list[dict[str, Any]]) -> list[float]:
@@ -86,9 +158,12 @@ def _shard_info(brain: Any) -> dict[str, Any]:
     if shard is None:
         return {}
     info = shard.info()
-    return {"segments": info.segments_count, "points": info.points_count,
-            "indexed_vectors": info.indexed_vectors_count,
-            "payload_indexes": len(info.payload_schema)}
+    return {
+        "segments": info.segments_count,
+        "points": info.points_count,
+        "indexed_vectors": info.indexed_vectors_count,
+        "payload_indexes": len(info.payload_schema),
+    }
 
 
 async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, Any]:
@@ -99,13 +174,16 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
     try:
         texts = synthetic_notes(n)
         t = time.perf_counter()
-        bulk_add(brain.memory, (BulkNote(x, project=f"proj-{i % PROJECTS}")
-                                for i, x in enumerate(texts)), batch=512)
+        bulk_add(
+            brain.memory,
+            (BulkNote(x, project=f"proj-{i % PROJECTS}") for i, x in enumerate(texts)),
+            batch=512,
+        )
         row["bulk_import_s"] = round(time.perf_counter() - t, 1)
         row["bulk_notes_per_s"] = round(n / (time.perf_counter() - t), 1)
         ctx.log(f"speed {n}: bulk import {row['bulk_notes_per_s']} notes/s")
         qs = synthetic_queries(queries)
-        emb = [0.0] * 0
+        emb: list[float] = []
         for q in qs:
             t = time.perf_counter()
             ctx.embedder.embed_query(q)
@@ -116,9 +194,13 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
             await call(client, "search_memory", {"query": "warm up", "top_k": 10})
             row["shard_before_optimize"] = _shard_info(brain)
             glob = [{"query": q, "top_k": 10} for q in qs]
-            scoped = [{"query": q, "top_k": 10, "project": f"proj-{i % PROJECTS}"}
-                      for i, q in enumerate(qs)]
-            row["search_all_unoptimized_ms"] = percentiles(await _time_tool(client, "search_memory", glob))
+            scoped = [
+                {"query": q, "top_k": 10, "project": f"proj-{i % PROJECTS}"}
+                for i, q in enumerate(qs)
+            ]
+            row["search_all_unoptimized_ms"] = percentiles(
+                await _time_tool(client, "search_memory", glob)
+            )
             shard = getattr(brain.store, "_shard", None)
             if shard is not None:
                 t = time.perf_counter()
@@ -126,13 +208,17 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 row["optimize_s"] = round(time.perf_counter() - t, 1)
                 row["shard_after_optimize"] = _shard_info(brain)
             row["search_all_ms"] = percentiles(await _time_tool(client, "search_memory", glob))
-            row["search_project_ms"] = percentiles(await _time_tool(client, "search_memory", scoped))
+            row["search_project_ms"] = percentiles(
+                await _time_tool(client, "search_memory", scoped)
+            )
             if "deep_search" in names:
                 row["deep_search_ms"] = percentiles(await _time_tool(client, "deep_search", glob))
             else:
                 row["deep_search_ms"] = None
-            adds = [{"content": f"{x} Added later.", "project": "proj-0"}
-                    for x in synthetic_notes(min(queries, 100), seed=99)]
+            adds = [
+                {"content": f"{x} Added later.", "project": "proj-0"}
+                for x in synthetic_notes(min(queries, 100), seed=99)
+            ]
             row["add_memory_ms"] = percentiles(await _time_tool(client, "add_memory", adds))
         # Access stamping: the same searches on the service, with and without the stamp.
         for stamp in (False, True):
@@ -141,7 +227,9 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 t = time.perf_counter()
                 brain.memory.search(q, 10, stamp=stamp)
                 lat.append((time.perf_counter() - t) * 1000)
-            row["service_search_stamp_ms" if stamp else "service_search_nostamp_ms"] = percentiles(lat)
+            row["service_search_stamp_ms" if stamp else "service_search_nostamp_ms"] = percentiles(
+                lat
+            )
         row["peak_rss_mb"] = peak_rss_mb()
     finally:
         brain.close()
@@ -153,10 +241,15 @@ async def startup(ctx: BenchContext) -> dict[str, Any]:
     the first search_memory (which loads the embedding model)."""
     fastmcp = importlib.import_module("fastmcp")
     transports = importlib.import_module("fastmcp.client.transports")
-    env = {**os.environ, "BRAIN__HOME": str(ctx.home("startup")), "HF_HUB_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    transport = transports.StdioTransport(sys.executable, [str(ROOT / "mcp_server.py")], env=env,
-                                          cwd=str(ROOT))
+    env = {
+        **os.environ,
+        "BRAIN__HOME": str(ctx.home("startup")),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    transport = transports.StdioTransport(
+        sys.executable, [str(ROOT / "mcp_server.py")], env=env, cwd=str(ROOT)
+    )
     out: dict[str, Any] = {}
     t = time.perf_counter()
     async with fastmcp.Client(transport) as client:
@@ -169,10 +262,14 @@ async def startup(ctx: BenchContext) -> dict[str, Any]:
     return out
 
 
-async def run(ctx: BenchContext) -> dict[str, Any]:
+async def run(
+    ctx: BenchContext, out: dict[str, Any] | None = None, checkpoint: Any = None
+) -> dict[str, Any]:
+    """Fills ``out`` (startup, then one row per scale), calling ``checkpoint()`` after each."""
     scales = [10_000] if ctx.quick else [10_000, 100_000]
     queries = 100 if ctx.quick else 200
-    out: dict[str, Any] = {"scales": []}
+    out = out if out is not None else {}
+    out["scales"] = []
     try:
         out["startup"] = await startup(ctx)
         ctx.log(f"startup: {out['startup']}")
@@ -181,7 +278,11 @@ async def run(ctx: BenchContext) -> dict[str, Any]:
         ctx.log(f"startup failed: {exc}")
     for n in scales:
         row = await measure_scale(ctx, n, queries)
-        ctx.log(f"speed {n}: search p50 {row['search_all_ms']['p50']} ms, "
-                f"add p50 {row['add_memory_ms']['p50']} ms")
+        ctx.log(
+            f"speed {n}: search p50 {row['search_all_ms']['p50']} ms, "
+            f"add p50 {row['add_memory_ms']['p50']} ms"
+        )
         out["scales"].append(row)
+        if checkpoint is not None:
+            checkpoint()
     return out

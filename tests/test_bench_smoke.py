@@ -1,0 +1,192 @@
+"""The benchmark code path on a tiny data set and the offline hash embedder (seconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from brain.bench import BenchContext, cosqa, locomo, report, speed
+from brain.bench.__main__ import DESCRIBE, SYSTEMS, targets
+from brain.bulk import BulkNote, bulk_add
+from brain.embedder import REGISTRY, HashEmbedder
+from brain.memory import RecallFilter
+
+HASH = {"embedding": {"model": "offline/hash-384"}}
+
+
+def _locomo(path: Path) -> None:
+    def turn(speaker: str, i: str, text: str, **kw: str) -> dict[str, str]:
+        return {"speaker": speaker, "dia_id": i, "text": text, **kw}
+
+    conv = {
+        "speaker_a": "Ann",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:00 pm on 8 May, 2023",
+        "session_1": [
+            turn("Ann", "D1:1", "I adopted a puppy named Rex yesterday"),
+            turn("Bob", "D1:2", "Congrats! I started pottery classes"),
+            turn("Ann", "D1:3", "Look at him", blip_caption="a photo of a small dog"),
+        ],
+        "session_2_date_time": "2:00 pm on 9 June, 2023",
+        "session_2": [
+            turn("Bob", "D2:1", "My pottery bowl cracked in the kiln"),
+            turn("Ann", "D2:2", "Rex learned to sit this week"),
+        ],
+    }
+    qa = [
+        {
+            "question": "What is the name of Ann's puppy?",
+            "answer": "Rex",
+            "evidence": ["D1:1"],
+            "category": 1,
+        },
+        {
+            "question": "What did Bob make in pottery?",
+            "answer": "a bowl",
+            "evidence": ["D1:2; D2:1"],
+            "category": 4,
+        },  # malformed: split on ';'
+        {
+            "question": "What did Rex learn?",
+            "answer": "sit",
+            "evidence": ["D2:2", "D"],
+            "category": 2,
+        },
+        {"question": "Adversarial", "answer": "x", "evidence": ["D1:1"], "category": 5},
+        {"question": "No evidence", "answer": "x", "evidence": ["D30:05"], "category": 1},
+    ]
+    path.write_text(json.dumps([{"conversation": conv, "qa": qa}]), encoding="utf-8")
+
+
+def _cosqa(path: Path) -> None:
+    items = [
+        {
+            "doc": "python read json file",
+            "code": "def load(p):\n    return json.load(open(p))",
+            "label": 1,
+        },
+        {"doc": "python reverse a list", "code": "def rev(xs):\n    return xs[::-1]", "label": 1},
+        {
+            "doc": "python sum of squares",
+            "code": "def sq(xs):\n    return sum(x*x for x in xs)",
+            "label": 1,
+        },
+        {"doc": "python unrelated", "code": "def rev(xs):\n    return xs[::-1]", "label": 0},
+    ]
+    path.write_text(json.dumps(items), encoding="utf-8")
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> BenchContext:
+    data = tmp_path / "data"
+    data.mkdir()
+    _locomo(data / "locomo10.json")
+    _cosqa(data / "cosqa-dev.json")
+    return BenchContext(
+        embedder=HashEmbedder(REGISTRY["offline/hash-384"]),
+        data=data,
+        quick=True,
+        log=lambda _m: None,
+        sections=HASH,
+        scratch=tmp_path / "scratch",
+    )
+
+
+def test_locomo_protocol_parsing(ctx: BenchContext) -> None:
+    convs = locomo.load(ctx.data / "locomo10.json")
+    qs = convs[0].questions
+    # category 5 excluded, the question with no resolvable evidence skipped
+    assert [q.category for q in qs] == [1, 4, 2]
+    assert qs[1].gold_turns == frozenset({"D1:2", "D2:1"})
+    assert qs[1].gold_sessions == frozenset({1, 2})
+    assert convs[0].turns[2].text == (
+        '(1:00 pm on 8 May, 2023) Ann said, "Look at him" [shares a photo of a small dog]'
+    )
+
+
+async def test_locomo_and_cosqa_through_the_tools(ctx: BenchContext) -> None:
+    lo = await locomo.run(ctx, SYSTEMS)
+    assert lo["questions"] == 3
+    for level in ("turn", "session"):
+        systems = lo[level]["systems"]
+        assert set(SYSTEMS) <= set(systems)
+        for row in systems.values():
+            assert row["all"]["n"] == 3
+            assert 0.0 <= row["all"]["any@1"] <= row["all"]["any@10"] <= 1.0
+        # session level: 2 sessions and top 10 -> every gold session is found
+        if level == "session":
+            assert systems["default"]["all"]["all@10"] == 1.0
+    # BM25 finds the puppy question's turn first: a rare shared word
+    assert lo["turn"]["systems"]["bm25"]["1"]["any@1"] == 1.0
+    co = await cosqa.run(ctx, SYSTEMS)
+    assert co["corpus"] == 3 and co["queries"] == 3
+    assert co["systems"]["default"]["R@10"] == 1.0
+    res = {
+        "quick": True,
+        "machine": {
+            "date": "d",
+            "cpu_count": 2,
+            "cpu_model": "m",
+            "python": "3",
+            "torch": "t",
+            "torch_threads": 1,
+            "qdrant_edge": "q",
+            "load_average": [0, 0, 0],
+        },
+        "model": "hash",
+        "locomo": lo,
+        "cosqa": co,
+        "elapsed_s": 1.0,
+    }
+    res["targets"] = targets(res)
+    md = report.render(res, DESCRIBE)
+    assert "LoCoMo, turn level" in md and "CoSQA dev" in md and "target >= 0.70" in md
+
+
+async def test_speed_scale_small(ctx: BenchContext) -> None:
+    row = await speed.measure_scale(ctx, 300, queries=5)
+    assert row["notes"] == 300 and row["bulk_notes_per_s"] > 0
+    assert row["search_all_ms"]["n"] == 5 and row["add_memory_ms"]["n"] == 5
+    assert row["search_all_ms"]["p50"] > 0
+    assert row["peak_rss_mb"] > 0
+
+
+def test_bulk_payload_matches_add(brain) -> None:  # noqa: ANN001
+    one = brain.memory.add("Pin torch before installing the package", project="p").note
+    res = bulk_add(
+        brain.memory,
+        [BulkNote("Use uv to install the venv", project="p"), "plain string note"],
+        project="p",
+        batch=1,
+    )
+    assert len(res.zk_ids) == 2 and len(set(res.zk_ids)) == 2
+    direct = brain.store.retrieve([_pid(one["zk_id"])])[0].payload
+    bulk = brain.store.retrieve([_pid(res.zk_ids[0])])[0].payload
+    assert set(direct) == set(bulk)
+    assert bulk["enriched_by"] == "heuristic" and bulk["embed_model"] == direct["embed_model"]
+    hits = brain.memory.search("uv venv install", 5, RecallFilter(project="p"))
+    assert res.zk_ids[0] in [h["zk_id"] for h in hits]
+
+
+def _pid(zk: str) -> str:
+    from brain.notes import point_id
+
+    return point_id(zk)
+
+
+def test_dbsf_follows_the_confident_leg() -> None:
+    from brain.retrieval import fuse
+    from brain.vector_store import Hit
+
+    # Dense: flat scores (cannot tell its hits apart); BM25: one hit far above the rest.
+    dense = [Hit(f"d{i}", 0.50 - i * 0.001, {}) for i in range(20)]
+    sparse = [Hit("k", 12.0, {}), *(Hit(f"s{i}", 2.0 - i * 0.01, {}) for i in range(19))]
+    assert fuse(dense, sparse, "dbsf", 0.55)[0].id == "k"
+    # Mirror image: a confident dense leg wins over a flat BM25 leg.
+    dense = [Hit("c", 0.9, {}), *(Hit(f"d{i}", 0.30 - i * 0.001, {}) for i in range(19))]
+    sparse = [Hit(f"s{i}", 5.0 - i * 0.01, {}) for i in range(20)]
+    assert fuse(dense, sparse, "dbsf", 0.55)[0].id == "c"
+    # Plain RRF cannot tell: the two rank-1 hits tie and the id breaks the tie.
+    assert {c.id for c in fuse(dense, sparse, "rrf")[:2]} == {"c", "s0"}
