@@ -67,16 +67,18 @@ def create_server(
     *,
     http: bool = False,
     auth: Any = None,
+    shared_state: _State | None = None,
 ) -> FastMCP:
-    """A server over ``brain`` (tests, the owner's sibling endpoint) or, without one, a server
-    that shares its data dir with every other server on it: the first one owns the Brain, the
-    rest forward to it (mcp_surface/routing.py). ``http`` adds bearer tokens and per-token
-    identity for ``brain serve --http``."""
+    """A server over ``brain`` (tests) or, without one, a server that shares its data dir with
+    every other server on it: the first one owns the Brain, the rest forward to it
+    (mcp_surface/routing.py). ``http`` adds bearer tokens and per-token identity for ``brain
+    serve --http``. ``shared_state`` is the router's: the owner's sibling endpoint, built
+    before the election, serves whatever Brain the state holds once this process owns it."""
     from mcp_surface import routing
 
-    state = _State(brain)
+    state = shared_state or _State(brain)
     router: routing.Router | None = None
-    if brain is None:
+    if brain is None and shared_state is None:
         settings = settings or load_settings()
         if http:
             auth = routing.http_auth(settings)
@@ -92,9 +94,9 @@ def create_server(
     mcp = FastMCP("opencode-brain", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth)
     if http:
         mcp.add_middleware(routing.TokenIdentity())
-    if brain is None:
+    if brain is None and shared_state is None:
         router = routing.attach(mcp, settings, state,
-                                lambda b, a: create_server(brain=b, auth=a),
+                                lambda a: create_server(auth=a, shared_state=state),
                                 "http" if http else "stdio")
 
     async def call(fn: Callable[[Brain], T]) -> T:
@@ -120,11 +122,15 @@ def create_server(
         tags: list[str] | None = None,
         pinned: bool = False,
         visibility: Literal["shared", "private"] = "shared",
+        context: Annotated[str | None, Field(
+            description="Why it matters or what surrounds it (e.g. the preceding exchange); "
+                        "embedded with the content so searches find it by its setting too")
+        ] = None,
     ) -> dict[str, Any]:
         """Store a note. Permanent notes are linked to similar notes; fleeting notes are quick
         captures kept out of searches until distilled. Secrets in content are redacted."""
         res = await call(lambda b: b.memory.add(content, project, memory_type, note_kind, tags,
-                                                pinned, visibility))
+                                                pinned, visibility, context=context))
         return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
 
     @mcp.tool(annotations=WRITE)

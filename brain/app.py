@@ -87,6 +87,7 @@ class Brain:
         )
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
+        self._start_thread("access-stamper", self._stamper)
         for module in self._hook_modules():
             start = getattr(module, "start", None)
             if start is not None:
@@ -194,6 +195,13 @@ class Brain:
             except Exception:  # noqa: BLE001 - retried on the next tick
                 log.exception("housekeeping failed")
 
+    def _stamper(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                self.memory.flush_stamps()
+            except Exception:  # noqa: BLE001 - retried on the next tick
+                log.exception("access stamp flush failed")
+
     def _start_thread(self, name: str, target: Any) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
         t.start()
@@ -214,6 +222,7 @@ class Brain:
         for t in self._threads:
             t.join(timeout=10)
         try:
+            self.memory.flush_stamps()
             self.save_graph()
         finally:
             self.store.flush()

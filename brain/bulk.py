@@ -18,16 +18,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain.enrich import enrich
 from brain.memory import (
     MemoryService,
-    _merge_tags,
-    _require_enum,
-    check_project,
     embed_text,
     keyword_text,
 )
-from brain.notes import NOTE_KINDS, VISIBILITIES, new_zk_id, point_id
+from brain.notes import new_zk_id, point_id
 from brain.vector_store import Point
 
 
@@ -53,42 +49,13 @@ class BulkResult:
 
 def build_payload(memory: MemoryService, note: BulkNote, now: str, ts: float) -> dict[str, Any]:
     """The payload ``MemoryService.add`` would write for ``note`` (without links)."""
-    project = check_project(note.project or memory.cfg.default_project)
-    _require_enum(note.memory_type, ("fleeting", "permanent"), "memory_type")
-    _require_enum(note.note_kind, NOTE_KINDS, "note_kind")
-    _require_enum(note.visibility, VISIBILITIES, "visibility")
-    content, _ = memory.prepare_content(note.content)
-    enr = enrich(content, note.note_kind, project)
-    return {
-        "kind": "note",
-        "zk_id": new_zk_id(),
-        "title": enr.title,
-        "content": content,
-        "context": enr.context,
-        "keywords": enr.keywords,
-        "tags": _merge_tags(list(note.tags or []), enr.tags),
-        "links": [],
-        "link_types": {},
-        "memory_type": note.memory_type,
-        "note_kind": note.note_kind,
-        "pinned": bool(note.pinned),
-        "project": project,
-        "created": now,
-        "updated": now,
-        "created_ts": ts,
-        "updated_ts": ts,
-        "access_count": 0,
-        "last_accessed": "",
-        "last_accessed_ts": 0.0,
-        "user_id": memory.cfg.user_id,
-        "agent_id": memory.cfg.agent_id,
-        "visibility": note.visibility,
-        "salience": 1.0 if note.pinned else 0.5,
-        "embed_model": memory.meta.model,
-        "enriched_by": "heuristic",
-        "forgotten": False,
-        **(note.extra or {}),
-    }
+    extra = dict(note.extra or {})
+    context = extra.pop("context", None)
+    payload, _ = memory.new_payload(
+        note.content, note.project, note.memory_type, note.note_kind, list(note.tags or []),
+        note.pinned, note.visibility, context, extra)
+    payload.update(zk_id=new_zk_id(), created=now, updated=now, created_ts=ts, updated_ts=ts)
+    return payload
 
 
 def _unique_ids(memory: MemoryService, payloads: list[dict[str, Any]], seen: set[str]) -> None:

@@ -103,6 +103,7 @@ class DecayService:
             raise InvalidArgument("page_size must be a positive integer", field="page_size")
         # forgotten / pinned are checked here, not in the filter: boolean matches are not
         # reliable on every backend (qdrant-edge-py 0.9 turns True into 1).
+        self.brain.memory.flush_stamps()  # access counts decide archival
         for pt in scroll_all(self.brain.store, LIVE_FILTER, page=page_size):
             p = pt.payload
             if not p.get("forgotten") and not (unpinned and p.get("pinned")):

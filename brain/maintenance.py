@@ -199,6 +199,9 @@ class MaintenanceService:
     def note_points(self, with_vectors: bool = False) -> Iterator[Point]:
         """Every note point (forgotten, archived and legacy ones included), paged."""
         flt = Filter(must_not=(MatchAny("kind", NOT_NOTES),))
+        memory = getattr(self.brain, "memory", None)
+        if memory is not None:
+            memory.flush_stamps()
         for pt in scroll_all(self.store, flt, with_vectors=with_vectors):
             if is_note(pt.payload):
                 yield pt

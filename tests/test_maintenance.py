@@ -18,6 +18,7 @@ from brain.app import Brain
 from brain.cli import main
 from brain.clock import ManualClock
 from brain.embedder import REGISTRY, HashEmbedder
+from brain.memory import RecallFilter
 from brain.notes import point_id
 from brain.vector_store import Match, Point
 from config import load_settings
@@ -141,7 +142,7 @@ def test_drifted_store_health_migrations_backup_restore(
         p = b.memory.get_payload(ids["legacy"])  # now a proper note
         assert p["kind"] == "note" and p["link_types"] == {ids["good"]: "related"}
         assert p["created_ts"] > 0 and p["salience"] == 0.5
-        hits = b.memory.search("qdrant port 6333", 5, stamp=False)
+        hits = b.memory.search("qdrant port 6333", 5, RecallFilter(project="shop"), stamp=False)
         assert ids["legacy"] in [h["zk_id"] for h in hits]
         migrated = notes_by_id(b)
     finally:
@@ -223,7 +224,8 @@ def test_export_import_round_trip_is_exact(
     b = open_home(other)
     try:
         after = snapshot(b)
-        hits = b.memory.search("connection pool exhausted", 3, stamp=False)
+        hits = b.memory.search("connection pool exhausted", 3, RecallFilter(project="shop"),
+                               stamp=False)
     finally:
         b.close()
     assert after["notes"] == before["notes"]
