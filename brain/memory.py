@@ -19,6 +19,7 @@ from brain.enrich import enrich
 from brain.errors import Conflict, ContentTooLarge, InvalidArgument, NoteNotFound
 from brain.graph import LinkGraph
 from brain.identity import Identity
+from brain.identity import current as current_identity
 from brain.identity import resolve as resolve_identity
 from brain.notes import (
     CONTEXTUAL_KINDS,
@@ -204,6 +205,11 @@ class MemoryService:
             raise NoteNotFound(f"no note {zk_id}: check the id (search_memory lists ids)",
                                zk_id=zk_id)
         payload = pts[0].payload
+        if current_identity.get() is not None and not self.visible(payload):
+            # A caller with its own identity (HTTP token, proxied agent) never reaches
+            # another user's notes or a sibling agent's private ones, even by id.
+            raise NoteNotFound(f"no note {zk_id}: check the id (search_memory lists ids)",
+                               zk_id=zk_id)
         if payload.get("forgotten") and not include_forgotten:
             raise NoteNotFound(f"note {zk_id} was forgotten; restore_note brings it back "
                                "within the grace period", zk_id=zk_id)
@@ -330,8 +336,22 @@ class MemoryService:
         self._emit("added", payload)
         return WriteResult(public_note(payload), redacted, linked)
 
+    def _tenancy(self) -> tuple[Any, ...]:
+        """Conditions that keep a caller to its own user's notes and away from the private
+        notes of sibling agents."""
+        ident = self.identity
+        return (Match("user_id", ident.user_id),
+                Filter(should=(Match("visibility", "shared"), Match("agent_id", ident.agent_id))))
+
+    def visible(self, payload: dict[str, Any]) -> bool:
+        ident = self.identity
+        return payload.get("user_id", ident.user_id) == ident.user_id and (
+            payload.get("visibility", "shared") == "shared"
+            or payload.get("agent_id") == ident.agent_id)
+
     def _link_candidates(self, dense: Sequence[float], project: str, exclude: str) -> list[Any]:
-        flt = NOTE_FILTER.and_(Match("project", project), Match("memory_type", "permanent"))
+        flt = NOTE_FILTER.and_(Match("project", project), Match("memory_type", "permanent"),
+                               *self._tenancy())
         hits = self.store.query_dense(dense, flt, self.cfg.link_candidates + 1)
         return [h for h in hits if h.payload.get("zk_id") != exclude
                 and h.score >= self.cfg.link_threshold][: self.cfg.link_candidates]
@@ -509,11 +529,11 @@ class MemoryService:
             must.append(Range("salience", gte=float(rf.min_salience)))
         if rf.fingerprint_match:
             must.append(Match("embed_model", self.meta.model))
-        must.append(Match("user_id", self.identity.user_id))
-        if not rf.include_siblings:
+        if rf.include_siblings:
+            must.append(Match("user_id", self.identity.user_id))
+        else:
             # Private notes of sibling agents stay invisible unless asked for.
-            must.append(Filter(should=(Match("visibility", "shared"),
-                                       Match("agent_id", self.identity.agent_id))))
+            must.extend(self._tenancy())
         for rule in rf.custom:
             must.append(_custom_condition(rule))
         base = NOTE_FILTER
@@ -591,7 +611,7 @@ class MemoryService:
         out = []
         for pt in pts:
             p = pt.payload
-            if p.get("kind") != "note" or p.get("forgotten"):
+            if p.get("kind") != "note" or p.get("forgotten") or not self.visible(p):
                 continue
             hops, via, rel = found[p["zk_id"]]
             out.append({**public_note(p), "hops": hops, "via": via, "relation": rel})

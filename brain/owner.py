@@ -10,6 +10,7 @@ Files under ``<home>``:
 
 - ``owner.lock``   flock held by the owner for its whole life (the kernel frees it on death)
 - ``owner.json``   ``{pid, address, started, kind}`` of the current owner
+- ``owner.sock``   the owner's status endpoint (HTTP); ``owner.calls.sock`` its call channel
 - ``owner.token``  bearer token of the owner's sibling endpoint, 0600, new at each election
 - ``owner.log``    one line per Brain opened by an owner (history; tests count it)
 - ``http.token``   bearer token of ``brain serve --http`` (0600, made on first use)

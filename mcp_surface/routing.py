@@ -2,13 +2,16 @@
 
 Every server process (stdio or ``--http``) on a data dir runs a :class:`Router`. The first to
 take ``<home>/owner.lock`` is the *owner*: it opens the Brain (so hooks, watchers and workers
-run once per data dir), serves its own client locally, and serves the same tools to sibling
-processes on a Unix socket (streamable HTTP, bearer ``owner.token``). The others are thin
-proxies: :class:`Forwarder` sends each ``tools/call`` (name, arguments, caller identity and a
-request id) to the owner over one kept-open fastmcp Client. A monitor polls the lock; when
-the owner dies, one proxy takes the lock, opens the Brain and becomes the owner, and the rest
-reconnect to it. A call cut off by the owner's death is retried only when that cannot
-duplicate work: reads, and ``add_memory``, whose note carries the request id checked first.
+run once per data dir), serves its own client locally, and serves sibling processes on two
+Unix sockets: the call channel (``owner.calls.sock``, JSON lines, see owner_rpc.py) and a small
+HTTP endpoint (``owner.sock``, ``/status`` for ``brain status``), both behind the per-election
+``owner.token``. The others are thin proxies: :class:`Forwarder` sends each ``tools/call``
+(name, arguments, caller identity and a request id) over one kept-open channel. A monitor
+polls the lock; when the owner dies, one proxy takes the lock, opens the Brain and becomes the
+owner, and the rest reconnect to it. A call cut off by the owner's death is resent only when
+that cannot duplicate work: reads, and ``add_memory``, whose note carries the request id
+checked first. Everything a takeover needs (the sibling server, the embedding model) is
+built while waiting, so a takeover costs about one Brain.open.
 """
 
 from __future__ import annotations
@@ -26,16 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import uvicorn
-from fastmcp import Client, FastMCP
-from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.auth import TokenVerifier
 from fastmcp.server.auth.auth import AccessToken
 from fastmcp.server.dependencies import get_access_token, get_http_headers
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
+from mcp.types import CallToolResult
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -46,6 +48,7 @@ from brain.identity import Identity, acting_as
 from brain.identity import current as current_identity
 from brain.notes import public_note
 from config import Settings
+from mcp_surface import owner_rpc
 
 log = logging.getLogger("brain.routing")
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per forwarded call otherwise
@@ -54,10 +57,13 @@ META = "opencode-brain"  # key of our entry in a forwarded request's _meta
 CLIENT_HEADER = "x-brain-client-pid"
 WAIT_S = 30.0  # how long a proxied call waits for an owner before giving up
 POLL_S = 0.05  # monitor period: how fast a dead owner is noticed
+# Idle connections to the owner's status endpoint are never cut under a waiting request.
+SERVER_KEEPALIVE_S = 3600
 # Tools a proxy may resend after the owner died mid-call: reads (a repeated search only
 # stamps access again) and add_memory (its request id is checked before writing again).
 RETRY_SAFE = frozenset({"search_memory", "get_related", "brain_stats", "add_memory"})
 DEDUPED = frozenset({"add_memory"})
+MAX_ATTEMPTS = 6  # sends of one call (each owner lost or connection broken costs one)
 
 
 # ------------------------------------------------------------------------------ tokens
@@ -98,9 +104,9 @@ class HttpTokenVerifier(TokenVerifier):
 class OwnerTokenVerifier(TokenVerifier):
     """The owner's sibling endpoint: only holders of ``owner.token`` (same OS user)."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str = "") -> None:
         super().__init__()
-        self.token = token
+        self.token = token  # set at each election; empty admits nobody
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if not own.same_token(token, self.token):
@@ -187,25 +193,13 @@ class _Link:
     token: str
     ready: anyio.Event = field(default_factory=anyio.Event)
     lost: anyio.Event = field(default_factory=anyio.Event)
-    client: Client | None = None
+    calls: owner_rpc.CallClient | None = None
 
 
-def _uds_factory(path: str) -> Callable[..., httpx2.AsyncClient]:
-    def factory(
-        headers: Any = None, timeout: Any = None, auth: Any = None, **_: Any
-    ) -> httpx2.AsyncClient:
-        # Unbounded pool, no pool timeout: a busy owner queues calls; it must not time out
-        # a waiting connection (that would tear the whole session down).
-        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=64)
-        return httpx2.AsyncClient(
-            transport=httpx2.AsyncHTTPTransport(uds=path, limits=limits),
-            headers=headers,
-            auth=auth,
-            follow_redirects=True,
-            timeout=httpx2.Timeout(30.0, read=None, pool=None),
-        )
-
-    return factory
+def calls_path(address: str) -> Path:
+    """The owner's call channel sits next to its HTTP socket (``owner.sock``)."""
+    path = Path(address)
+    return path.with_name(f"{path.stem}.calls{path.suffix}")
 
 
 class Router:
@@ -216,7 +210,7 @@ class Router:
         settings: Settings,
         state: Any,
         front: FastMCP,
-        make_sibling: Callable[[Brain, TokenVerifier], FastMCP],
+        make_sibling: Callable[[TokenVerifier], FastMCP],
         kind: str = "stdio",
     ) -> None:
         self.settings = settings
@@ -235,6 +229,11 @@ class Router:
         self._uv: _QuietUvicorn | None = None
         self._uv_done = anyio.Event()
         self._sock_path: Path | None = None
+        self._verifier = OwnerTokenVerifier()
+        self._app: Any = None
+        self._sibling: Any = None
+        self._calls: owner_rpc.CallServer | None = None
+        self._standby: Any = None  # embedder warmed while a proxy, used if it takes over
         self.default = Identity(settings.identity.user_id, settings.identity.agent_id)
 
     # -------------------------------------------------------------- lifecycle
@@ -259,10 +258,13 @@ class Router:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                # Built now, off the failover path: taking over must not stall the loop.
+                self._app = self._sibling_app()
                 if self.lock.try_acquire():
                     await self._promote()
                 else:
                     tg.start_soon(self._monitor)
+                    tg.start_soon(self._warm_standby)
                 ready.set()
                 await stop.wait()
                 if self._uv is not None:  # finish in-flight sibling calls, then close
@@ -276,41 +278,123 @@ class Router:
                 await self._shutdown()
 
     async def _promote(self) -> None:
-        """Become the owner: open the Brain, then serve siblings on the Unix socket."""
+        """Become the owner: open the Brain, serve siblings on the Unix socket, then this
+        process's own calls (siblings first: they have been waiting since the old owner died,
+        and this process's backlog would otherwise hold the loop while the endpoint starts)."""
+        t0 = time.monotonic()
         brain = await anyio.to_thread.run_sync(self._open_brain)
+        t1 = time.monotonic()
         own.install_request_stamping(brain)
         own.record_open(self.home, self.kind)
         self.state.brain = brain
-        self.local = True
         if self._link is not None:
             self._link.lost.set()
         await self._start_endpoint(brain)
-        log.info("pid %s owns %s; siblings connect at %s", os.getpid(), self.home, self._sock_path)
+        self.local = True
+        log.info(
+            "pid %s owns %s; siblings connect at %s (brain opened in %.2f s, endpoint up in "
+            "%.2f s)",
+            os.getpid(),
+            self.home,
+            self._sock_path,
+            t1 - t0,
+            time.monotonic() - t1,
+        )
 
     def _open_brain(self) -> Brain:
         deadline = time.monotonic() + 10
+        standby = self._standby
         while True:  # the previous owner's shard lock goes with its process, give it a moment
             try:
-                return Brain(self.settings).open()
+                brain = Brain(self.settings, embedder=standby).open()
             except StoreLocked:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+                continue
+            if standby is not None and brain.pending_model is not None:
+                # The store was built with another model: let the Brain pick the recorded one.
+                brain.close()
+                standby = None
+                continue
+            return brain
 
-    async def _start_endpoint(self, brain: Brain) -> None:
-        token = own.new_owner_token(self.home)
-        sibling = self.make_sibling(brain, OwnerTokenVerifier(token))
+    async def _warm_standby(self) -> None:
+        """While a proxy: load the embedding model in the background, so that taking over
+        does not wait for it (a real model takes seconds to load)."""
+
+        def load() -> Any:
+            from brain.embedder import build_embedder, resolve_record
+
+            s = self.settings.embedding
+            embedder = build_embedder(resolve_record(s.model, s.dimension), s.batch_size, s.backend)
+            embedder.embed_query("warm up")
+            return embedder
+
+        try:
+            self._standby = await anyio.to_thread.run_sync(load)
+        except Exception as exc:  # noqa: BLE001 - promotion then loads it itself
+            log.info("standby embedder not preloaded: %s", exc)
+
+    def _sibling_app(self) -> Any:
+        """The owner's sibling endpoint (built by every process, served by the owner)."""
+        sibling = self.make_sibling(self._verifier)
         sibling.add_middleware(SiblingCalls(self))
+        self._sibling = sibling
+        verifier = self._verifier
 
         @sibling.custom_route("/status", methods=["GET"])
         async def status(request: Request) -> JSONResponse:
             auth = request.headers.get("authorization", "")
-            if not own.same_token(auth.removeprefix("Bearer ").strip(), token):
+            if not own.same_token(auth.removeprefix("Bearer ").strip(), verifier.token):
                 return JSONResponse({"error": "unauthorized"}, status_code=401)
             report = await anyio.to_thread.run_sync(self.status_report)
             return JSONResponse(report)
 
-        app = sibling.http_app(path="/mcp", json_response=True)
+        return sibling.http_app(path="/mcp", json_response=True)
+
+    async def _serve_call(self, frame: dict[str, Any], pid: int) -> dict[str, Any]:
+        """Run one call sent over the call channel, as its caller, stamped with its request
+        id; a resent add_memory whose note exists is answered from that note."""
+        ident = frame.get("caller") or {}
+        if not ident.get("user_id") or not ident.get("agent_id"):
+            raise ToolError("[UNAUTHORIZED] a forwarded call must name its caller")
+        caller = Identity(str(ident["user_id"]), str(ident["agent_id"]))
+        self.seen(pid, caller, call=True)
+        name, args = str(frame["name"]), dict(frame.get("args") or {})
+        request_id = str(frame.get("request_id") or "")
+        res: ToolResult | None = None
+        if frame.get("retry") and request_id and name in DEDUPED:
+            res = await self._deduplicated(request_id)
+        if res is None:
+            token = own.current_request.set(request_id or None)
+            try:
+                with acting_as(caller):
+                    res = await self._sibling.call_tool(name, args, run_middleware=False)
+            finally:
+                own.current_request.reset(token)
+        wire = CallToolResult(
+            content=res.content, structured_content=res.structured_content, is_error=res.is_error
+        )
+        return wire.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _deduplicated(self, request_id: str) -> ToolResult | None:
+        brain = self.state.brain
+        done = await anyio.to_thread.run_sync(lambda: own.find_request(brain, request_id))
+        if done is None:
+            return None
+        return ToolResult(
+            structured_content={
+                "note": public_note(done),
+                "linked": [],
+                "redacted": [],
+                "deduplicated": True,
+            }
+        )
+
+    async def _start_endpoint(self, brain: Brain) -> None:  # noqa: ARG002 - state has it
+        self._verifier.token = own.new_owner_token(self.home)
+        app = self._app
         path = own.socket_path(self.home)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
@@ -319,7 +403,13 @@ class Router:
         os.chmod(path, 0o600)
         self._sock_path = path
         self._uv = _QuietUvicorn(
-            uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+            uvicorn.Config(
+                app,
+                log_level="warning",
+                lifespan="on",
+                timeout_graceful_shutdown=2,
+                timeout_keep_alive=SERVER_KEEPALIVE_S,
+            )
         )
         uv = self._uv
 
@@ -332,6 +422,11 @@ class Router:
         self._tg.start_soon(serve)
         while not uv.started:
             await anyio.sleep(0.005)
+        verifier = self._verifier
+        self._calls = owner_rpc.CallServer(
+            calls_path(str(path)), lambda: verifier.token, self._serve_call
+        )
+        await self._calls.start(self._tg)
         own.write_info(self.home, own.OwnerInfo(os.getpid(), str(path), self.started, self.kind))
 
     async def _shutdown(self) -> None:
@@ -342,6 +437,8 @@ class Router:
             own.clear_info(self.home, os.getpid())
             await anyio.to_thread.run_sync(brain.close)
             self.state.brain = None
+        if self._calls is not None:
+            await self._calls.aclose()
         if self._sock_path is not None:
             with contextlib.suppress(OSError):
                 self._sock_path.unlink()
@@ -390,19 +487,10 @@ class Router:
         retry: bool,
     ) -> Any:
         """Run a call for ``caller`` here; a resent write whose note exists is not redone."""
-        name = context.message.name
-        if retry and request_id and name in DEDUPED:
-            brain = self.state.brain
-            done = await anyio.to_thread.run_sync(lambda: own.find_request(brain, request_id))
+        if retry and request_id and context.message.name in DEDUPED:
+            done = await self._deduplicated(request_id)
             if done is not None:
-                return ToolResult(
-                    structured_content={
-                        "note": public_note(done),
-                        "linked": [],
-                        "redacted": [],
-                        "deduplicated": True,
-                    }
-                )
+                return done
         token = own.current_request.set(request_id or None)
         try:
             with acting_as(caller):
@@ -431,23 +519,33 @@ class Router:
             await anyio.sleep(POLL_S)
 
     async def _run_link(self, link: _Link) -> None:
-        transport = StreamableHttpTransport(
-            "http://localhost/mcp",
-            auth=link.token,
-            headers={CLIENT_HEADER: str(os.getpid())},
-            httpx_client_factory=_uds_factory(link.info.address),
-        )
+        t0 = time.monotonic()
         try:
-            with anyio.CancelScope() as scope:
-                async with Client(transport) as client:
-                    link.client = client
-                    link.ready.set()
-                    await link.lost.wait()
-                    scope.deadline = anyio.current_time() + 1.0  # bounded goodbye
+            calls = await owner_rpc.CallClient.connect(
+                str(calls_path(link.info.address)), link.token
+            )
         except Exception as exc:  # noqa: BLE001 - any failure just means: find the owner again
-            log.warning("link to owner pid %s ended: %r", link.info.pid, exc)
+            log.warning("cannot reach owner pid %s: %r", link.info.pid, exc)
+            link.lost.set()
+            return
+        link.calls = calls
+        link.ready.set()
+        log.info("connected to owner pid %s in %.2f s", link.info.pid, time.monotonic() - t0)
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def until_lost() -> None:
+                    await link.lost.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(until_lost)
+                await calls.pump()  # returns when the owner closes the channel (or dies)
+                tg.cancel_scope.cancel()
         finally:
             link.lost.set()
+            with anyio.CancelScope(shield=True):
+                await calls.aclose()
+            log.info("link to owner pid %s ended", link.info.pid)
 
     async def _current_link(self, deadline: float) -> _Link | None:
         """A ready link to the owner, or None once this process has become the owner."""
@@ -484,78 +582,52 @@ class Router:
         request_id = uuid.uuid4().hex
         maybe_reached = False
         deadline = time.monotonic() + WAIT_S
+        attempts = 0
         while True:
+            attempts += 1
+            if attempts > MAX_ATTEMPTS:
+                raise ToolError(
+                    f"[OWNER_UNAVAILABLE] {name} failed {MAX_ATTEMPTS} times reaching the owner; "
+                    f"{own.held_message(self.home)}"
+                )
             link = await self._current_link(deadline)
             if link is None:  # the owner died and this process took over
                 return await self.run_tracked(context, call_next, ident, request_id, maybe_reached)
-            meta = {
-                META: {
-                    "identity": {"user_id": ident.user_id, "agent_id": ident.agent_id},
-                    "request_id": request_id,
-                    "retry": maybe_reached,
-                    "pid": os.getpid(),
-                }
+            frame = {
+                "name": name,
+                "args": args,
+                "caller": {"user_id": ident.user_id, "agent_id": ident.agent_id},
+                "request_id": request_id,
+                "retry": maybe_reached,
             }
             try:
-                res = await self._call(link, name, args, meta, context)
+                res = await self._call(link, frame)
             except _OwnerLost as lost:
                 maybe_reached = maybe_reached or lost.maybe_reached
                 if maybe_reached and name not in RETRY_SAFE:
                     raise ToolError(
-                        f"[OWNER_LOST] the owner process stopped during {name}; it may or may "
-                        "not have been applied. Check (e.g. search_memory) before retrying."
+                        f"[OWNER_LOST] the owner process stopped (or its connection broke) "
+                        f"during {name}; it may or may not have been applied. Check (e.g. "
+                        "search_memory) before retrying."
                     ) from None
                 log.info("owner pid %s lost during %s; retrying", link.info.pid, name)
                 continue
-            return ToolResult(
-                content=res.content,
-                structured_content=res.structuredContent,
-                is_error=bool(res.is_error),
-            )
+            return ToolResult.from_mcp_result(CallToolResult.model_validate(res))
 
-    async def _call(
-        self,
-        link: _Link,
-        name: str,
-        args: dict[str, Any],
-        meta: dict[str, Any],
-        context: MiddlewareContext,
-    ) -> Any:
-        ctx = context.fastmcp_context
-        relay = None
-        if ctx is not None:
-
-            async def relay(progress: float, total: float | None, message: str | None) -> None:
-                await ctx.report_progress(progress, total, message)
-
-        lost = False
-        result: Any = None
-        error: Exception | None = None
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                nonlocal lost
-                await link.lost.wait()
-                lost = True
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
-            try:
-                result = await link.client.call_tool_mcp(
-                    name, args, meta=meta, progress_handler=relay
-                )
-            except Exception as exc:  # noqa: BLE001 - transport failure or a dead owner
-                error = exc
-            tg.cancel_scope.cancel()
-        if error is not None:
-            with anyio.move_on_after(1.0):  # the monitor tells a dead owner within ~50 ms
-                await link.lost.wait()
-            if not link.lost.is_set():
-                raise ToolError(f"[OWNER_ERROR] forwarding {name} failed: {error}") from error
-            lost = True
-        if lost or result is None:
-            raise _OwnerLost(maybe_reached=True)
-        return result
+    async def _call(self, link: _Link, frame: dict[str, Any]) -> dict[str, Any]:
+        """Send one call over the link; a channel that closes under it means the owner may
+        have applied it (``_OwnerLost(maybe_reached=True)``)."""
+        assert link.calls is not None
+        try:
+            return await link.calls.call(frame)
+        except owner_rpc.CallError as exc:  # the owner ran it: a tool error, bad arguments
+            raise ToolError(str(exc)) from None
+        except (owner_rpc.ChannelClosed, OSError) as exc:
+            if own.pid_alive(link.info.pid):
+                log.warning("channel to owner pid %s broke: %r", link.info.pid, exc)
+                await anyio.sleep(0.05)  # a dying owner: let the monitor see it first
+            link.lost.set()
+            raise _OwnerLost(maybe_reached=True) from None
 
 
 class Forwarder(Middleware):
@@ -574,7 +646,7 @@ def attach(
     front: FastMCP,
     settings: Settings,
     state: Any,
-    make_sibling: Callable[[Brain, TokenVerifier], FastMCP],
+    make_sibling: Callable[[TokenVerifier], FastMCP],
     kind: str,
 ) -> Router:
     """Give ``front`` (a server without an injected Brain) its router and forwarding."""

@@ -2,7 +2,7 @@
 
 Real processes (``python mcp_server.py`` over stdio, as an agent launches it), real Qdrant
 Edge, the offline hash embedder. A hook module injected into HOOK_MODULES counts how often the
-Brain's background work starts per data dir.
+Brain's background work and the source watcher start per data dir, and in which process.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import anyio
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+from fastmcp.exceptions import ToolError
 
 from brain import owner as own
 from brain.app import Brain
@@ -182,6 +183,15 @@ async def test_three_servers_share_one_brain(home: Path, hook_dir: Path, tmp_pat
         info = own.read_info(home)
         assert info is not None and info.alive and Path(info.address).exists()
         await _auto_source_watched_once(clients, home, tmp_path / "src")
+        # A failing call through a proxy fails the same way as on the owner, and the proxy
+        # keeps serving.
+        for c in clients:
+            with pytest.raises(ToolError, match=r"\[NOTE_NOT_FOUND\]"):
+                await c.call_tool("get_related", {"zk_id": "ZK-00000000"})
+            with pytest.raises(ToolError, match="depth"):
+                await c.call_tool("get_related", {"zk_id": ids[(0, 0)], "depth": 9})
+        res = await clients[2].call_tool("get_related", {"zk_id": ids[(0, 0)]})
+        assert res.structured_content["note"]["zk_id"] == ids[(0, 0)]
 
     notes = _stored_notes(home)
     contents = Counter(n["content"] for n in notes)

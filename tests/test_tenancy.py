@@ -134,12 +134,6 @@ def test_siblings_and_projects_only_when_asked(seeded: tuple[Brain, dict[str, Ow
     assert {owners[z].user for z in everywhere | siblings} == {"ann"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known leak in brain/memory.py (lead's file): _link_candidates and related() do not "
-    "filter by user_id/visibility, so add_memory's `linked` and get_related expose another "
-    "caller's private note. Remove this mark once fixed.",
-)
 def test_links_never_reach_a_foreign_private_note(brain: Brain) -> None:
     with acting_as(Identity("bob", "bob-ci")):
         secret = brain.memory.add("cache retry index schema deploy", "alpha", visibility="private")
