@@ -25,7 +25,7 @@ run: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy brain config.py mcp_server.py
+	$(BIN)/mypy brain config.py mcp_server.py mcp_surface tools
 
 test: lint
 	$(BIN)/pytest -q -x --durations=15

@@ -95,7 +95,7 @@ def create_server(
     if http:
         mcp.add_middleware(routing.TokenIdentity())
     if brain is None and shared_state is None:
-        router = routing.attach(mcp, settings, state,
+        router = routing.attach(mcp, settings or load_settings(), state,
                                 lambda a: create_server(auth=a, shared_state=state),
                                 "http" if http else "stdio")
 
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         create_server(settings).run(transport="stdio", show_banner=False)
         return
     server = create_server(settings, http=True)
-    verifier = server.auth
+    verifier: Any = server.auth  # routing.HttpTokenVerifier, set by create_server(http=True)
     if verifier.created:
         print(f"opencode-brain: new HTTP token {verifier.token} saved in {verifier.token_path} "
               "(0600); clients send it as 'Authorization: Bearer <token>'", file=sys.stderr)

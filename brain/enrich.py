@@ -60,7 +60,7 @@ def keywords_of(text: str, max_n: int = 10, min_n: int = 5) -> list[str]:
     words = [w.lower().strip(".-") for w in _WORD.findall(text)]
     words = [w for w in words if len(w) > 2 and w not in STOPWORDS and not w.isdigit()]
     counts = Counter(words)
-    first_pos = {}
+    first_pos: dict[str, int] = {}
     for i, w in enumerate(words):
         first_pos.setdefault(w, i)
     ranked = sorted(counts, key=lambda w: (-counts[w], first_pos[w]))

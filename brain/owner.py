@@ -250,7 +250,9 @@ def add_token(home: Path, user_id: str, agent_id: str) -> str:
 
 
 def same_token(given: str | None, expected: str | None) -> bool:
-    return bool(given and expected) and hmac.compare_digest(given.encode(), expected.encode())
+    if not given or not expected:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
 
 
 def socket_path(home: Path) -> Path:

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 MAX_FRAME = 256 * 1024 * 1024  # a result is at most a few MB; this only bounds a broken peer
 HANDSHAKE_TIMEOUT_S = 5.0
@@ -123,7 +124,7 @@ class CallClient:
     def __init__(self, conn: _Framed) -> None:
         self._conn = conn
         self._next = 0
-        self._waiting: dict[int, anyio.abc.ObjectSendStream[dict[str, Any]]] = {}
+        self._waiting: dict[Any, MemoryObjectSendStream[dict[str, Any]]] = {}
         self.closed = anyio.Event()
 
     @classmethod

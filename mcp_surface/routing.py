@@ -87,6 +87,7 @@ class HttpTokenVerifier(TokenVerifier):
         return self._tokens
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        ident: Identity | None
         if own.same_token(token, self.token):
             ident = self.default
         else:
