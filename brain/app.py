@@ -88,6 +88,8 @@ class Brain:
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
         self._start_thread("access-stamper", self._stamper)
+        # Load the model now, off the request path: the first search should not pay for it.
+        self._start_thread("embedder-warmup", self._warm_up)
         for module in self._hook_modules():
             start = getattr(module, "start", None)
             if start is not None:
@@ -194,6 +196,12 @@ class Brain:
                 self.save_graph()
             except Exception:  # noqa: BLE001 - retried on the next tick
                 log.exception("housekeeping failed")
+
+    def _warm_up(self) -> None:
+        try:
+            self.embedder.embed_query("warm up")
+        except Exception:  # noqa: BLE001 - the first real call reports the error
+            log.exception("embedding model warm-up failed")
 
     def _stamper(self) -> None:
         while not self._stop.wait(0.2):
