@@ -61,7 +61,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default $BRAIN_BENCH_DATA or ../shared/bench)",
     )
     p.add_argument(
-        "--only", default="locomo,cosqa,speed", help="comma-separated subset of locomo,cosqa,speed"
+        "--only",
+        default="locomo,cosqa,speed,llm",
+        help="comma-separated subset of locomo,cosqa,speed,llm",
+    )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other sections of the last report (run one part again)",
     )
     p.add_argument("--no-ablations", action="store_true", help="baselines only")
     p.add_argument("--no-write", action="store_true", help="print, do not write the report")
@@ -90,6 +97,10 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
     if not args.no_ablations:
         systems.update(ABLATIONS)
     results: dict[str, Any] = {"quick": args.quick, "machine": machine_info(), "model": record.id}
+    if args.merge:
+        from brain.bench import ROOT, report
+
+        results = {**report.load(ROOT, args.quick), **results}
     t0 = time.perf_counter()
 
     def checkpoint() -> None:
@@ -118,6 +129,14 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
         results["speed"] = {}
         await speed.run(ctx, results["speed"], checkpoint)
+    if "llm" in only:
+        from brain.agentic.bench import measure_add_latency
+
+        ctx.log("add_memory with a 2 s LLM vs no LLM (real model, interleaved) ...")
+        results["llm"] = await asyncio.to_thread(
+            measure_add_latency, 30 if args.quick else 100, 2.0, embedder
+        )
+        ctx.log(f"llm: {results['llm']}")
     checkpoint()
     return results
 
@@ -143,6 +162,14 @@ def targets(r: dict[str, Any]) -> list[str]:
             f"{'met' if d['MRR@10'] >= 0.87 else 'NOT met'}), R@5 {d['R@5']:.3f} "
             f"(target >= 0.97: {'met' if d['R@5'] >= 0.97 else 'NOT met'}); best single "
             f"baseline MRR@10 {best[0]:.3f} ({best[1]})."
+        )
+    llm = r.get("llm")
+    if llm:
+        ok = llm["ratio"] <= 1.10
+        out.append(
+            f"add_memory p50 with a {llm['llm_delay_s']:g} s LLM {llm['p50_ms_llm']:.1f} ms vs "
+            f"{llm['p50_ms_no_llm']:.1f} ms without (ratio {llm['ratio']:.3f}; target within "
+            f"10%: {'met' if ok else 'NOT met'})."
         )
     for row in r.get("speed", {}).get("scales", []):
         s = row["search_all_ms"]["p50"]

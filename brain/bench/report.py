@@ -135,6 +135,15 @@ def speed_section(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def load(root: Path, quick: bool) -> dict[str, Any]:
+    """The figures of the last report (for ``--merge``); empty when there is none."""
+    path = root / "bench_out" / ("benchmarks-quick.json" if quick else "benchmarks.json")
+    if not path.is_file():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
 def write(results: dict[str, Any], root: Path, describe: dict[str, str]) -> tuple[Path, Path]:
     out_dir = root / "bench_out"
     out_dir.mkdir(exist_ok=True)
@@ -182,6 +191,19 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         parts.append(cosqa_section(results["cosqa"], describe))
     if "speed" in results:
         parts += ["## Speed", "", speed_section(results["speed"])]
+    if "llm" in results:
+        llm = results["llm"]
+        parts += [
+            "## Write path with an LLM",
+            "",
+            "add_memory p50 with no LLM and with an OpenAI-compatible model answering in "
+            f"{llm['llm_delay_s']:g} s (loopback), {llm['n']} adds each, interleaved:",
+            "",
+            "| no LLM p50 ms | with LLM p50 ms | ratio |",
+            "|---|---|---|",
+            f"| {llm['p50_ms_no_llm']:.2f} | {llm['p50_ms_llm']:.2f} | {llm['ratio']:.3f} |",
+            "",
+        ]
     if results.get("notes"):
         parts += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
     return "\n".join(parts)
