@@ -24,7 +24,6 @@ SYSTEMS: dict[str, dict[str, Any]] = {
 # Ablations: the default with one lever removed (or an alternative fusion).
 ABLATIONS: dict[str, dict[str, Any]] = {
     "weighted": {"fusion": "weighted", "dense_weight": 0.5},
-    "dbsf, no exact search": {"exact_max_points": 0},
     "dbsf, dense_weight 0.45": {"dense_weight": 0.45},
     "dbsf, dense_weight 0.65": {"dense_weight": 0.65},
 }
