@@ -72,6 +72,11 @@ class MemorySettings(_Section):
         True, description="Replace secret-shaped strings in written content by a marker"
     )
     default_project: str = Field("general", description="Project used when a call names none")
+    pool_long_text: bool = Field(
+        True,
+        description="Encode a note longer than the model's window as the mean of its "
+        "window-sized pieces (false: the model reads only the first ~256 tokens)",
+    )
 
 
 class RetrievalSettings(_Section):
@@ -82,7 +87,14 @@ class RetrievalSettings(_Section):
     )
     rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion")
     dense_weight: float = Field(
-        0.55, ge=0.0, le=1.0, description="Weight of the dense leg in dbsf and weighted fusion"
+        0.45, ge=0.0, le=1.0, description="Weight of the dense leg in dbsf and weighted fusion"
+    )
+    code_dense_weight: float = Field(
+        0.8,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the dense leg when the candidates are source code (a mix moves "
+        "between the two weights by its share of code)",
     )
     candidates: int = Field(50, ge=5, le=1000, description="Candidates fetched per retriever")
     exact_max_points: int = Field(

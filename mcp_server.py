@@ -25,21 +25,33 @@ from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from brain import rerank  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
-from brain.memory import RecallFilter  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
+from mcp_surface.recall import (  # noqa: E402
+    AllProjects,
+    ConfidenceMin,
+    CustomFilters,
+    FilterProject,
+    FingerprintMatch,
+    IncludeContextual,
+    IncludeFleeting,
+    IncludeSiblings,
+    MaxAgeDays,
+    MinSalience,
+    NoteKind,
+    NoteKinds,
+    Tags,
+    recall_filter,
+)
 
 log = logging.getLogger("brain.mcp")
 
 T = TypeVar("T")
 
 MemoryType = Literal["fleeting", "permanent"]
-NoteKind = Literal[
-    "mistake", "fix", "pattern", "research", "decision", "general",
-    "open_thread", "session_summary", "project_context",
-]
 TopK = Annotated[int, Field(ge=1, le=100, description="How many notes to return (1-100)")]
 Project = Annotated[str, Field(min_length=1, max_length=128, description="Project name")]
 ZkId = Annotated[str, Field(description="Note id, e.g. ZK-1A2B3C4D")]
@@ -108,11 +120,6 @@ def create_server(
         except BrainError as exc:
             raise ToolError(str(exc)) from exc
 
-    def recall(project: str | None, include_fleeting: bool, include_contextual: bool,
-               **kw: Any) -> RecallFilter:
-        return RecallFilter(project=project, include_fleeting=include_fleeting,
-                            include_contextual=include_contextual, **kw)
-
     @mcp.tool(annotations=WRITE)
     async def add_memory(
         content: Annotated[str, Field(description="The knowledge to keep, one idea per note")],
@@ -143,18 +150,18 @@ def create_server(
     async def search_memory(
         query: Annotated[str, Field(min_length=1, description="What to look for")],
         top_k: TopK = 5,
-        project: str | None = None,
-        include_contextual: bool = False,
-        include_fleeting: bool = False,
-        note_kind: list[NoteKind] | None = None,
-        tags: list[str] | None = None,
-        max_age_days: float | None = None,
-        min_salience: float | None = None,
-        confidence_min: float | None = None,
-        fingerprint_match: bool = True,
-        custom_filters: list[dict[str, Any]] | None = None,
-        include_siblings: bool = False,
-        all_projects: bool = False,
+        project: FilterProject = None,
+        include_contextual: IncludeContextual = False,
+        include_fleeting: IncludeFleeting = False,
+        note_kind: NoteKinds = None,
+        tags: Tags = None,
+        max_age_days: MaxAgeDays = None,
+        min_salience: MinSalience = None,
+        confidence_min: ConfidenceMin = None,
+        fingerprint_match: FingerprintMatch = True,
+        custom_filters: CustomFilters = None,
+        include_siblings: IncludeSiblings = False,
+        all_projects: AllProjects = False,
         include_files: bool = False,
         files_threshold: Annotated[float, Field(ge=-1, le=1)] = 0.5,
     ) -> dict[str, Any]:
@@ -162,13 +169,15 @@ def create_server(
         and forgotten notes never appear; every returned note is access-stamped. Without a
         project it searches the default project (all_projects=true searches every one);
         include_files=true also returns matching passages of uploaded documents."""
-        rf = recall(project, include_fleeting, include_contextual, note_kinds=note_kind or (),
-                    tags=tags or (), max_age_days=max_age_days, min_salience=min_salience,
-                    confidence_min=confidence_min, fingerprint_match=fingerprint_match,
-                    custom=custom_filters or (), include_siblings=include_siblings,
-                    all_projects=all_projects)
 
         def run(b: Brain) -> dict[str, Any]:
+            rf = recall_filter(
+                project=project, include_contextual=include_contextual,
+                include_fleeting=include_fleeting, note_kind=note_kind, tags=tags,
+                max_age_days=max_age_days, min_salience=min_salience,
+                confidence_min=confidence_min, fingerprint_match=fingerprint_match,
+                custom_filters=custom_filters, include_siblings=include_siblings,
+                all_projects=all_projects)
             qvec = b.embedder.embed_query(query).tolist()  # embedded once, used for both
             hits = b.memory.search(query, top_k, rf, query_vector=qvec)
             out: dict[str, Any] = {"results": hits, "count": len(hits)}
@@ -232,7 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         settings = load_settings()
-    except ValueError as exc:
+        # [rerank] enabled: the cross-encoder loads now, or the server does not start.
+        rerank.load(settings.rerank.enabled, settings.rerank.model)
+    except (ValueError, BrainError) as exc:
         print(f"opencode-brain: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     setup_logging(settings.home, settings.log.level)

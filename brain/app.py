@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from brain import rerank
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
 from brain.embedder import Embedder, build_embedder, resolve_record
@@ -52,6 +53,8 @@ class Brain:
     # ---------------------------------------------------------------- lifecycle
     def open(self) -> Brain:
         s = self.settings
+        # Enabled means loaded or refused, before the store is opened or locked.
+        reranker = rerank.load(s.rerank.enabled, s.rerank.model)
         self.home.mkdir(parents=True, exist_ok=True)
         configured = resolve_record(s.embedding.model, s.embedding.dimension)
         self.store = self._store or build_store(
@@ -85,6 +88,7 @@ class Brain:
             self.store, self.embedder, self.graph, self.meta, self._memory_config(), self.clock,
             self.bm25,
         )
+        self.memory.reranker = reranker
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
         self._start_thread("access-stamper", self._stamper)
@@ -169,8 +173,11 @@ class Brain:
             default_project=s.memory.default_project,
             fusion=s.retrieval.fusion,
             dense_weight=s.retrieval.dense_weight,
+            code_dense_weight=s.retrieval.code_dense_weight,
+            pool_long_text=s.memory.pool_long_text,
             rrf_k=s.retrieval.rrf_k,
             candidates=s.retrieval.candidates,
+            rerank_candidates=s.rerank.candidates,
             exact_max_points=s.retrieval.exact_max_points,
             user_id=s.identity.user_id,
             agent_id=s.identity.agent_id,
@@ -256,6 +263,7 @@ class Brain:
                 "pending_switch": self.pending_model,
             },
             "data_dir": str(self.home),
-            "rerank": {"enabled": self.settings.rerank.enabled},
+            "rerank": (self.memory.reranker.status() if self.memory.reranker is not None
+                       else {"enabled": False, "order": "fusion"}),
             "capabilities": self.agentic.status(),
         }

@@ -20,7 +20,6 @@ from typing import Any
 
 from brain.memory import (
     MemoryService,
-    embed_text,
     keyword_text,
 )
 from brain.notes import new_zk_id, point_id
@@ -103,7 +102,7 @@ def bulk_add(
         now, ts = memory._now()
         payloads = [build_payload(memory, n, now, ts) for n in pending]
         _unique_ids(memory, payloads, seen)
-        dense = memory.embedder.embed_documents([embed_text(p) for p in payloads])
+        dense = memory.embed_notes(payloads)
         points = [
             Point(point_id(p["zk_id"]), p, dense[i].tolist(), memory.bm25.document(keyword_fn(p)))
             for i, p in enumerate(payloads)

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from brain.clock import iso, parse_iso
 from brain.errors import Conflict, InvalidArgument
-from brain.memory import embed_text, keyword_text
+from brain.memory import keyword_text
 from brain.notes import (
     MEMORY_TYPES,
     NOTE_KINDS,
@@ -337,8 +337,8 @@ class MaintenanceService:
         return self._embed_batch([(pid, payload)])[0]
 
     def _embed_batch(self, items: list[tuple[str, dict[str, Any]]]) -> list[Point]:
-        texts = [embed_text({**p, "content": p.get("content") or ""}) for _, p in items]
-        dense = self.brain.embedder.embed_documents(texts)
+        dense = self.brain.memory.embed_notes(
+            [{**p, "content": p.get("content") or ""} for _, p in items])
         out = []
         for (pid, p), vec in zip(items, dense, strict=True):
             sparse = self.brain.bm25.document(

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
+
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
-from brain.embedder import Embedder
+from brain.embedder import Embedder, embed_passages
 from brain.enrich import enrich
 from brain.errors import Conflict, ContentTooLarge, InvalidArgument, NoteNotFound
 from brain.graph import LinkGraph
@@ -34,6 +36,7 @@ from brain.notes import (
     public_note,
 )
 from brain.redact import redact
+from brain.rerank import Reranker
 from brain.retrieval import Candidate, hybrid
 from brain.store_meta import StoreMeta
 from brain.vector_store import (
@@ -61,9 +64,12 @@ class MemoryConfig:
     redact_secrets: bool = True
     default_project: str = "general"
     fusion: str = "dbsf"
-    dense_weight: float = 0.55
+    dense_weight: float = 0.45
+    code_dense_weight: float | None = 0.8
+    pool_long_text: bool = True
     rrf_k: int = 60
     candidates: int = 50
+    rerank_candidates: int = 30
     exact_max_points: int = 20_000
     user_id: str = "default"
     agent_id: str = "default"
@@ -166,6 +172,7 @@ class MemoryService:
         self.cfg = config
         self.clock = clock or Clock()
         self.bm25 = bm25 or BM25Encoder()
+        self.reranker: Reranker | None = None  # set by Brain.open when [rerank] is enabled
         self._write_lock = threading.RLock()
         self._stamp_lock = threading.Lock()
         self._pending_lock = threading.Lock()
@@ -186,8 +193,13 @@ class MemoryService:
             except Exception:  # noqa: BLE001 - a listener never breaks a write
                 log.exception("listener failed on %s", event)
 
+    def embed_notes(self, payloads: Sequence[dict[str, Any]]) -> np.ndarray:
+        """Dense vectors of notes (embed_text of each; long ones pooled over the window)."""
+        return embed_passages(self.embedder, [embed_text(p) for p in payloads],
+                              self.cfg.pool_long_text)
+
     def _vectors(self, payload: dict[str, Any]) -> tuple[list[float], Any]:
-        dense = self.embedder.embed_documents([embed_text(payload)])[0]
+        dense = self.embed_notes([payload])[0]
         return dense.tolist(), self.bm25.document(keyword_text(payload))
 
     def _now(self) -> tuple[str, float]:
@@ -454,7 +466,7 @@ class MemoryService:
             fields = {"memory_type": "permanent", "title": enr.title, "keywords": enr.keywords,
                       "tags": _merge_tags(p.get("tags", []), enr.tags), "enriched_by": "heuristic"}
             payload = self.apply_fields(p["zk_id"], fields, reembed=True)
-            dense = self.embedder.embed_documents([embed_text(payload)])[0].tolist()
+            dense = self.embed_notes([payload])[0].tolist()
             links = list(payload.get("links", []))
             types = dict(payload.get("link_types", {}))
             for hit in self._link_candidates(dense, payload["project"], exclude=p["zk_id"]):
@@ -562,11 +574,20 @@ class MemoryService:
     def _retrieve(self, qvec: Sequence[float], query: str, flt: Filter, limit: int) -> list[Candidate]:
         # Notes are searched through the index: the bench's "no exact search" ablation gave the
         # same recall, while exact search of a filtered scope cost ~8 ms more at 10k notes.
-        return hybrid(
-            self.store, qvec, self.bm25.query(query), flt, limit,
+        reranker = self.reranker
+        n = max(limit, self.cfg.rerank_candidates) if reranker is not None else limit
+        cands = hybrid(
+            self.store, qvec, self.bm25.query(query), flt, n,
             candidates=self.cfg.candidates, method=self.cfg.fusion,
             dense_weight=self.cfg.dense_weight, rrf_k=self.cfg.rrf_k,
+            code_dense_weight=self.cfg.code_dense_weight,
         )
+        if reranker is not None and len(cands) > 1:
+            scores = reranker.scores(query, [embed_text(c.payload) for c in cands])
+            for c, score in zip(cands, scores, strict=True):
+                c.rerank = score
+            cands.sort(key=lambda c: (-(c.rerank or 0.0), c.id))
+        return cands[:limit]
 
     def stamp_access(self, zk_ids: Sequence[str], boost: float = 0.05) -> None:
         """access_count + 1 and last_accessed = now on each note (decay tracking).
@@ -654,6 +675,8 @@ def _hit(c: Candidate) -> dict[str, Any]:
     extra: dict[str, Any] = {"score": round(c.score, 6)}
     if c.similarity is not None:
         extra["similarity"] = round(c.similarity, 6)
+    if c.rerank is not None:
+        extra["rerank_score"] = round(c.rerank, 6)
     return public_note(c.payload, **extra)
 
 
@@ -667,8 +690,19 @@ def _custom_condition(rule: dict[str, Any]) -> Any:
     if "value" in rule:
         return Match(key, rule["value"])
     if "any" in rule:
+        if not isinstance(rule["any"], list):
+            raise InvalidArgument(f"custom filter on {key!r}: any must be a list of values",
+                                  field="custom")
         return MatchAny(key, tuple(rule["any"]))
-    bounds = {b: float(rule[b]) for b in ("gte", "gt", "lte", "lt") if b in rule}
+    bounds: dict[str, float] = {}
+    for bound in ("gte", "gt", "lte", "lt"):
+        if bound in rule:
+            value = rule[bound]
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise InvalidArgument(
+                    f"custom filter on {key!r}: {bound} must be a number, not {value!r}",
+                    field="custom")
+            bounds[bound] = float(value)
     if bounds:
         return Range(key, **bounds)
     raise InvalidArgument(f"custom filter on {key!r} needs value, any, or a range bound",

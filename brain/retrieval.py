@@ -3,10 +3,11 @@
 Fusions (``settings.retrieval.fusion``):
 - ``dbsf`` (default): distribution-based score fusion. Each leg's scores are normalised by
   the distribution of that leg's own candidate scores (mean +- 3 standard deviations mapped
-  to 0..1), then mixed with ``dense_weight``. A leg whose top hit stands far above its other
-  candidates (a confident leg) dominates; a leg with a flat score profile (it cannot tell its
-  candidates apart) weighs little. This is what lets one default follow BM25 on chat logs
-  and the dense leg on code search, where plain RRF follows neither.
+  to 0..1), then mixed with the dense weight. The weight follows what the candidates are:
+  ``dense_weight`` (0.45) for prose, ``code_dense_weight`` (0.8) when they are source code,
+  in between for a mix. Natural-language questions share many words with notes written in
+  prose (chat logs, decisions), where BM25 is the stronger witness, and few with code, where
+  the dense leg is (LoCoMo vs CoSQA in BENCHMARKS.md; one fixed weight lost on one of them).
 - ``rrf``: plain reciprocal rank fusion (k = ``rrf_k``), the textbook baseline.
 - ``weighted``: the earlier fusion: dense cosine + BM25 / best BM25, mixed by weight.
 - ``dense`` / ``bm25``: one leg alone (baselines).
@@ -15,6 +16,7 @@ Fusions (``settings.retrieval.fusion``):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,39 @@ from typing import Any
 from brain.vector_store import Filter, Hit, SparseVector, VectorStore
 
 FUSIONS = ("dbsf", "rrf", "weighted", "dense", "bm25")
+
+# A line that reads as source code: a statement keyword at its start, or code punctuation at
+# its end, or an assignment / call shape. Chat and prose lines match none of these.
+_CODE_LINE = re.compile(
+    r"^\s*(?:def |class |import |from \S+ import |return\b|raise\b|yield\b|async def |"
+    r"@\w|#include|function\b|const |let |var |public |private |protected |static |fn |"
+    r"func |package |using |try:|except\b|elif\b|else:|for .*:$|if .*:$|while .*:$|with .*:$)"
+    r"|[;{}]\s*$|^\s*[}\])]|^\s*[\w.\[\]]+\s*[+\-*/|&]?=\s*\S|\w\([^)]*\)\s*$"
+)
+
+
+_DOCSTRING = re.compile(r'("""|\'\'\')(?:.|\n)*?(?:\1|$)')
+_COMMENT = re.compile(r"^\s*(?:#(?!include)|//|/?\*)")
+
+
+def looks_like_code(text: str, sample: int = 2000) -> bool:
+    """True when (the start of) ``text`` has at least two lines and most of its lines, outside
+    docstrings and comments, read as source code."""
+    head = text[:sample]
+    if head.count("\n") < 1:
+        return False
+    lines = [ln for ln in _DOCSTRING.sub("", head).splitlines()
+             if ln.strip() and not _COMMENT.match(ln)]
+    if not lines:
+        return False
+    return sum(1 for ln in lines if _CODE_LINE.search(ln)) >= 0.5 * len(lines)
+
+
+def code_share(cands: Sequence[Candidate]) -> float:
+    """Share of candidates whose content is source code."""
+    if not cands:
+        return 0.0
+    return sum(looks_like_code(str(c.payload.get("content", ""))) for c in cands) / len(cands)
 
 
 @dataclass(slots=True)
@@ -31,6 +66,7 @@ class Candidate:
     score: float = 0.0
     similarity: float | None = None  # dense cosine, when the dense leg saw it
     bm25: float | None = None
+    rerank: float | None = None  # cross-encoder score, when a reranker reordered the list
     ranks: dict[str, int] = field(default_factory=dict)
 
 
@@ -58,7 +94,12 @@ def fuse(
     method: str = "dbsf",
     dense_weight: float = 0.5,
     rrf_k: int = 60,
+    code_dense_weight: float | None = None,
 ) -> list[Candidate]:
+    """One ranking of the union of both legs' hits. ``code_dense_weight`` (dbsf and weighted):
+    the dense weight used when the candidates are source code; with a mix, the weight moves
+    from ``dense_weight`` toward it by the share of code among the candidates. Natural-language
+    queries share few words with code, so BM25 is a weaker witness there than on prose."""
     cands: dict[str, Candidate] = {}
     for rank, hit in enumerate(dense):
         c = cands.setdefault(hit.id, Candidate(hit.id, hit.payload))
@@ -68,6 +109,9 @@ def fuse(
         c = cands.setdefault(hit.id, Candidate(hit.id, hit.payload))
         c.bm25 = hit.score
         c.ranks["bm25"] = rank
+    if code_dense_weight is not None and method in ("dbsf", "weighted") and dense and sparse:
+        share = code_share(list(cands.values()))
+        dense_weight += (code_dense_weight - dense_weight) * share
     if method == "rrf":
         for c in cands.values():
             c.score = sum(1.0 / (rrf_k + r + 1) for r in c.ranks.values())
@@ -102,10 +146,11 @@ def hybrid(
     dense_weight: float = 0.5,
     rrf_k: int = 60,
     exact: bool = False,
+    code_dense_weight: float | None = None,
 ) -> list[Candidate]:
     n = max(candidates, limit)
     dense = store.query_dense(dense_vec, flt, n, exact=exact) if method != "bm25" else []
     sparse = store.query_sparse(sparse_vec, flt, n) if method != "dense" else []
     if method in ("dense", "bm25"):
         return fuse(dense, sparse, "weighted", 1.0 if method == "dense" else 0.0, rrf_k)[:limit]
-    return fuse(dense, sparse, method, dense_weight, rrf_k)[:limit]
+    return fuse(dense, sparse, method, dense_weight, rrf_k, code_dense_weight)[:limit]

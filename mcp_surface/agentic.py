@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from brain.memory import RecallFilter
+from mcp_surface.recall import (
+    AllProjects,
+    ConfidenceMin,
+    CustomFilters,
+    FilterProject,
+    FingerprintMatch,
+    IncludeContextual,
+    IncludeFleeting,
+    IncludeSiblings,
+    MaxAgeDays,
+    MinSalience,
+    NoteKinds,
+    Tags,
+    recall_filter,
+)
 
-NoteKind = Literal[
-    "mistake",
-    "fix",
-    "pattern",
-    "research",
-    "decision",
-    "general",
-    "open_thread",
-    "session_summary",
-    "project_context",
-]
 Similarity = Annotated[float, Field(gt=0.0, le=1.0)]
 
 READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
@@ -31,34 +34,46 @@ def register(mcp: Any, call: Any) -> None:
     @mcp.tool(annotations=READ)
     async def deep_search(
         query: Annotated[str, Field(min_length=1, description="The question, in words")],
-        project: str | None = None,
+        project: FilterProject = None,
         hops: Annotated[int, Field(ge=0, le=4, description="Search-and-follow rounds")] = 2,
         top_k: Annotated[int, Field(ge=1, le=100, description="Notes to return")] = 10,
-        include_contextual: bool = False,
-        include_fleeting: bool = False,
-        note_kind: list[NoteKind] | None = None,
-        tags: list[str] | None = None,
-        max_age_days: float | None = None,
-        min_salience: float | None = None,
-        confidence_min: float | None = None,
-        include_siblings: bool = False,
+        include_contextual: IncludeContextual = False,
+        include_fleeting: IncludeFleeting = False,
+        note_kind: NoteKinds = None,
+        tags: Tags = None,
+        max_age_days: MaxAgeDays = None,
+        min_salience: MinSalience = None,
+        confidence_min: ConfidenceMin = None,
+        fingerprint_match: FingerprintMatch = True,
+        custom_filters: CustomFilters = None,
+        include_siblings: IncludeSiblings = False,
+        all_projects: AllProjects = False,
     ) -> dict[str, Any]:
         """Multi-hop search for complex or causal questions ("why does X break?", "how did
         we solve Y?"): searches, follows links from what it found, and searches again with
         the found titles. Each result says which hop found it and through which link (via,
-        relation). For simple lookups use search_memory."""
-        rf = RecallFilter(
-            project=project,
-            include_fleeting=include_fleeting,
-            include_contextual=include_contextual,
-            note_kinds=note_kind or (),
-            tags=tags or (),
-            max_age_days=max_age_days,
-            min_salience=min_salience,
-            confidence_min=confidence_min,
-            include_siblings=include_siblings,
-        )
-        return await call(lambda b: b.agentic.deep_search(query, rf, hops, top_k))
+        relation). Takes the same filters as search_memory, applied to every hop. For
+        simple lookups use search_memory."""
+
+        def run(b: Any) -> dict[str, Any]:
+            rf = recall_filter(
+                project=project,
+                include_contextual=include_contextual,
+                include_fleeting=include_fleeting,
+                note_kind=note_kind,
+                tags=tags,
+                max_age_days=max_age_days,
+                min_salience=min_salience,
+                confidence_min=confidence_min,
+                fingerprint_match=fingerprint_match,
+                custom_filters=custom_filters,
+                include_siblings=include_siblings,
+                all_projects=all_projects,
+            )
+            result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k)
+            return result
+
+        return await call(run)
 
     @mcp.tool(annotations=DESTRUCTIVE)
     async def consolidate_clusters(

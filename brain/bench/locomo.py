@@ -291,9 +291,38 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
                 }
         finally:
             brain.close()
+    out["session"]["systems"].update(await session_pooling_ablation(ctx, convs))
     if not ctx.quick:
         out["turn"]["systems"].update(await index_ablations(ctx, convs))
     return out
+
+
+async def session_pooling_ablation(ctx: BenchContext, convs: list[Conversation]) -> dict[str, Any]:
+    """Session notes (~3,500 characters, past the model's 256-token window) bulk-loaded with
+    and without long-text pooling: the lever's effect at session level."""
+    from brain.bulk import BulkNote, bulk_add
+
+    results: dict[str, Any] = {}
+    for i, (name, pool) in enumerate(
+        (("bulk: default", True), ("bulk: no long-text pooling (model truncates)", False))
+    ):
+        brain = ctx.open_brain(f"locomo-session-ablation-{i}")
+        try:
+            set_fusion(brain, pool_long_text=pool)
+            maps: dict[int, dict[str, Any]] = {}
+            for conv in convs:
+                keys = list(conv.sessions)
+                res = bulk_add(brain.memory, [BulkNote(conv.sessions[k], project=conv.project)
+                                              for k in keys])
+                maps[conv.index] = dict(zip(res.zk_ids, keys, strict=True))
+            async with mcp_client(brain) as client:
+                results[name] = await _evaluate(
+                    client, brain, convs, maps, "session", "search_memory", {}
+                )
+            ctx.log(f"locomo session {name}: {_brief(results[name]['all'])}")
+        finally:
+            brain.close()
+    return results
 
 
 def _brief(row: dict[str, float]) -> str:

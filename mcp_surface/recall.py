@@ -1,0 +1,117 @@
+"""The recall-filter arguments shared by every tool that searches notes.
+
+``search_memory`` and ``deep_search`` take the same filter arguments. FastMCP builds a tool's
+JSON schema from its Python signature, so each tool still lists the arguments itself, but
+types them with the aliases below (same names, types and descriptions) and hands them to
+:func:`recall_filter`, the one place that validates them and builds the
+:class:`brain.memory.RecallFilter`. ``recall_filter`` takes every argument by keyword and has
+no defaults: a tool that forgets to pass one fails type checking instead of silently ignoring
+the caller's filter. tests/test_deep_search_filters.py checks that both tools publish the
+same filter arguments with the same defaults.
+
+Call :func:`recall_filter` inside the tool's ``call(...)`` so that its ``InvalidArgument``
+reaches the client as a typed tool error, like the checks ``MemoryService.build_filter``
+makes on the same arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from brain.memory import RecallFilter
+
+NoteKind = Literal[
+    "mistake",
+    "fix",
+    "pattern",
+    "research",
+    "decision",
+    "general",
+    "open_thread",
+    "session_summary",
+    "project_context",
+]
+
+# The filter arguments, in the order the tools list them.
+FILTER_ARGS: tuple[str, ...] = (
+    "project",
+    "include_contextual",
+    "include_fleeting",
+    "note_kind",
+    "tags",
+    "max_age_days",
+    "min_salience",
+    "confidence_min",
+    "fingerprint_match",
+    "custom_filters",
+    "include_siblings",
+    "all_projects",
+)
+
+FilterProject = Annotated[
+    str | None,
+    Field(description="Project to search; without one, the default project (see all_projects)"),
+]
+IncludeContextual = Annotated[
+    bool,
+    Field(description="Also return open_thread, session_summary and project_context notes"),
+]
+IncludeFleeting = Annotated[bool, Field(description="Also return fleeting (undistilled) notes")]
+NoteKinds = Annotated[list[NoteKind] | None, Field(description="Only notes of these kinds")]
+Tags = Annotated[list[str] | None, Field(description="Only notes carrying every one of these tags")]
+MaxAgeDays = Annotated[float | None, Field(description="Only notes created in the last N days")]
+MinSalience = Annotated[float | None, Field(description="Only notes with at least this salience")]
+ConfidenceMin = Annotated[
+    float | None, Field(description="Drop hits whose meaning similarity is below this")
+]
+FingerprintMatch = Annotated[
+    bool,
+    Field(description="Only notes embedded by the current model (false: every model's notes)"),
+]
+CustomFilters = Annotated[
+    list[dict[str, Any]] | None,
+    Field(
+        description="Extra payload conditions, AND-combined: {key, value} | {key, any: [...]} "
+        "| {key, gte/gt/lte/lt: number}"
+    ),
+]
+IncludeSiblings = Annotated[
+    bool, Field(description="Also return private notes of your other agents (same user)")
+]
+AllProjects = Annotated[bool, Field(description="Search every project, not just one")]
+
+
+def recall_filter(
+    *,
+    project: str | None,
+    include_contextual: bool,
+    include_fleeting: bool,
+    note_kind: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    max_age_days: float | None,
+    min_salience: float | None,
+    confidence_min: float | None,
+    fingerprint_match: bool,
+    custom_filters: Sequence[dict[str, Any]] | None,
+    include_siblings: bool,
+    all_projects: bool,
+) -> RecallFilter:
+    """The RecallFilter of a tool's filter arguments (see the module docstring)."""
+    custom = tuple(custom_filters or ())
+    return RecallFilter(
+        project=project,
+        include_fleeting=include_fleeting,
+        include_contextual=include_contextual,
+        note_kinds=tuple(note_kind or ()),
+        tags=tuple(tags or ()),
+        max_age_days=max_age_days,
+        min_salience=min_salience,
+        confidence_min=confidence_min,
+        fingerprint_match=fingerprint_match,
+        custom=custom,
+        include_siblings=include_siblings,
+        all_projects=all_projects,
+    )

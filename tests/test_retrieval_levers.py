@@ -1,0 +1,128 @@
+"""Retrieval levers kept by the benchmark: content-aware fusion weight (code vs prose) and
+long-text pooling of note vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from brain.app import Brain
+from brain.bench import set_fusion
+from brain.embedder import embed_passages, split_for_window
+from brain.memory import RecallFilter
+from brain.retrieval import fuse, looks_like_code
+from brain.vector_store import Hit
+from tests.conftest import hash_embedder
+
+PY = '''def is_empty(lst):
+    """Return True when the list has no items.
+
+    Works for any sized container.
+    """
+    return len(lst) == 0
+'''
+JS = """function add(a, b) {
+  const total = a + b;
+  return total;
+}
+"""
+GO = """package main
+
+func main() {
+\tfmt.Println("hi")
+}
+"""
+PROSE = """We chose Postgres over MySQL for the billing service.
+The team knows it better, and JSONB columns fit the invoice metadata.
+Revisit if write volume passes 5k/s."""
+CHAT = """(1:56 pm on 8 May, 2023) Caroline said, "Hey Mel! Good to see you! How have you been?"
+(1:56 pm on 8 May, 2023) Melanie said, "Hey Caroline! Good to see you! I'm swamped."
+(1:57 pm on 8 May, 2023) Caroline said, "I went to a LGBTQ support group yesterday." """
+
+
+@pytest.mark.parametrize("text", [PY, JS, GO])
+def test_code_is_recognised(text: str) -> None:
+    assert looks_like_code(text)
+
+
+@pytest.mark.parametrize("text", [PROSE, CHAT, "x = 1", "see the README (section 2)"])
+def test_prose_chat_and_one_liners_are_not_code(text: str) -> None:
+    assert not looks_like_code(text)
+
+
+def _legs(payload: dict[str, str]) -> tuple[list[Hit], list[Hit]]:
+    # The dense leg prefers "a", BM25 prefers "b" more strongly; the rest is background.
+    dense = [Hit("a", 0.80, payload), Hit("b", 0.70, payload)] + [
+        Hit(f"n{i}", 0.40 - 0.01 * i, payload) for i in range(8)]
+    sparse = [Hit("b", 12.0, payload), Hit("a", 6.0, payload)] + [
+        Hit(f"n{i}", 3.0 - 0.1 * i, payload) for i in range(8)]
+    return dense, sparse
+
+
+def test_code_candidates_move_the_fusion_toward_the_dense_leg() -> None:
+    prose = _legs({"content": PROSE})
+    code = _legs({"content": PY})
+    # Prose: the prose weight (0.45) lets BM25's strong preference win.
+    assert fuse(*prose, "dbsf", 0.45, code_dense_weight=0.8)[0].id == "b"
+    # Code: the same scores, but the candidates are code, so the dense leg leads.
+    assert fuse(*code, "dbsf", 0.45, code_dense_weight=0.8)[0].id == "a"
+    # Without the lever, code is fused like prose.
+    assert fuse(*code, "dbsf", 0.45, code_dense_weight=None)[0].id == "b"
+
+
+def test_split_for_window_keeps_every_character_and_cuts_at_boundaries() -> None:
+    text = "\n\n".join(f"Paragraph {i}. " + "word " * 60 for i in range(7))
+    parts = split_for_window(text, 3)
+    assert "".join(parts) == text
+    assert len(parts) == 3
+    assert all(p.endswith("\n\n") for p in parts[:-1])
+
+
+def test_long_text_vector_is_the_mean_of_its_pieces() -> None:
+    emb = hash_embedder()
+    short = "the cache key includes the tenant id"
+    long = " ".join(f"sentence {i} about topic {i % 7}." for i in range(400))
+    assert emb.count_tokens(long) > emb.record.max_seq_length
+    vecs = embed_passages(emb, [short, long])
+    assert np.allclose(vecs[0], emb.embed_documents([short])[0])
+    window = int(emb.record.max_seq_length * 0.9)
+    pieces = split_for_window(long, -(-emb.count_tokens(long) // window))
+    mean = emb.embed_documents(pieces).mean(axis=0)
+    assert np.allclose(vecs[1], mean / np.linalg.norm(mean), atol=1e-6)
+    assert np.allclose(embed_passages(emb, [long], pool=False)[0],
+                       emb.embed_documents([long])[0])
+
+
+GARDEN = (
+    "Notes from the garden planning session. The tomatoes go in the south bed this year, "
+    "with basil between the rows to keep pests down. We will rotate the beans to the north "
+    "bed, since they fix nitrogen for next year's squash. Mulch with straw after the last "
+    "frost, and water early in the morning so the leaves dry before evening. "
+) * 5
+WEBHOOKS = (
+    "Billing: Stripe webhooks that fail are retried three times with exponential backoff "
+    "(1 s, 4 s, 16 s). After the third failure the webhook event goes to the dead-letter "
+    "queue and the on-call engineer is paged. Webhook retries are idempotent because each "
+    "Stripe event id is stored before the handler runs."
+)
+OTHERS = [
+    "The payment page shows a spinner while the card is being charged.",
+    "Frontend builds use Vite; the dev server runs on port 5173.",
+    "Postgres connection pool size is 20 in production.",
+    "Invoices are emailed as PDF attachments on the first of the month.",
+]
+
+
+@pytest.mark.parametrize("pool", [True, False])
+def test_a_fact_past_the_model_window_is_found_only_with_pooling(
+    real_brain: Brain, pool: bool
+) -> None:
+    set_fusion(real_brain, fusion="dense", pool_long_text=pool)
+    long_id = real_brain.memory.add(GARDEN + "\n\n" + WEBHOOKS, project="p").note["zk_id"]
+    assert real_brain.embedder.count_tokens(GARDEN) > real_brain.embedder.record.max_seq_length
+    for text in OTHERS:
+        real_brain.memory.add(text, project="p")
+    hits = real_brain.memory.search("how many times are failed stripe webhooks retried",
+                                    top_k=5, rf=RecallFilter(project="p"))
+    first = hits[0]["zk_id"] == long_id
+    assert first is pool
