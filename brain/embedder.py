@@ -249,7 +249,7 @@ class SentenceTransformerEmbedder:
     def count_tokens(self, text: str) -> int:
         self._load()
         assert self._tokenizer is not None
-        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(self._tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     @property
     def token_counter(self) -> Callable[[str], int]:

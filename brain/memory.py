@@ -37,7 +37,7 @@ from brain.notes import (
 )
 from brain.redact import redact
 from brain.rerank import Reranker
-from brain.retrieval import Candidate, hybrid
+from brain.retrieval import Candidate, hybrid, looks_like_code
 from brain.store_meta import StoreMeta
 from brain.vector_store import (
     Filter,
@@ -276,6 +276,7 @@ class MemoryService:
             "zk_id": "",
             "title": enr.title,
             "content": content,
+            "is_code": looks_like_code(content),
             "context": context or enr.context,
             "context_by": "caller" if context else "heuristic",
             "keywords": enr.keywords,
@@ -418,6 +419,7 @@ class MemoryService:
             payload = {
                 **old,
                 "content": content,
+                "is_code": looks_like_code(content),
                 "title": enr.title,
                 "keywords": enr.keywords,
                 "tags": _merge_tags([t for t in old.get("tags", []) if t not in old.get("keywords", [])], enr.tags),
@@ -437,6 +439,8 @@ class MemoryService:
         with self._write_lock:
             old = self.get_payload(zk_id, include_forgotten=True)
             now, ts = self._now()
+            if "content" in fields:
+                fields = {**fields, "is_code": looks_like_code(str(fields["content"]))}
             payload = {**old, **fields, "updated": now, "updated_ts": ts}
             if reembed:
                 dense, sparse = self._vectors(payload)

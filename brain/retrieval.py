@@ -52,11 +52,20 @@ def looks_like_code(text: str, sample: int = 2000) -> bool:
     return sum(1 for ln in lines if _CODE_LINE.search(ln)) >= 0.5 * len(lines)
 
 
+def is_code(payload: dict[str, Any]) -> bool:
+    """The note's ``is_code`` flag (set when its content is written), or, for a note written
+    before the flag existed, the content looked at now (~15 us)."""
+    flag = payload.get("is_code")
+    if isinstance(flag, bool):
+        return flag
+    return looks_like_code(str(payload.get("content", "")))
+
+
 def code_share(cands: Sequence[Candidate]) -> float:
     """Share of candidates whose content is source code."""
     if not cands:
         return 0.0
-    return sum(looks_like_code(str(c.payload.get("content", ""))) for c in cands) / len(cands)
+    return sum(is_code(c.payload) for c in cands) / len(cands)
 
 
 @dataclass(slots=True)

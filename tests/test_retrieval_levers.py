@@ -126,3 +126,12 @@ def test_a_fact_past_the_model_window_is_found_only_with_pooling(
                                     top_k=5, rf=RecallFilter(project="p"))
     first = hits[0]["zk_id"] == long_id
     assert first is pool
+
+
+def test_notes_carry_their_code_flag_through_updates(brain: Brain) -> None:
+    note = brain.memory.add(PY, project="p").note
+    assert brain.memory.get_payload(note["zk_id"])["is_code"] is True
+    brain.memory.update(note["zk_id"], PROSE)
+    assert brain.memory.get_payload(note["zk_id"])["is_code"] is False
+    prose = brain.memory.add(PROSE, project="p").note
+    assert brain.memory.get_payload(prose["zk_id"])["is_code"] is False
