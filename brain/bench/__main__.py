@@ -40,7 +40,8 @@ DESCRIBE: dict[str, str] = {
     "dense": "baseline: dense cosine alone",
     "rrf": "baseline: plain RRF (k = 60)",
     "deep_search": "deep_search tool (default arguments)",
-    "weighted": "ablation: previous fusion (cosine + BM25 / best BM25, 0.5 each)",
+    "weighted": "ablation: weighted fusion (cosine + BM25 / best BM25) instead of dbsf, "
+    "dense weight 0.5 (0.8 for code)",
     "dbsf, dense_weight 0.35": "ablation: default with dense_weight 0.35 (default 0.45)",
     "dbsf, dense_weight 0.55": "ablation: default with dense_weight 0.55 (default 0.45)",
     "dbsf, no code weight": "ablation: code candidates fused with the prose weight",
