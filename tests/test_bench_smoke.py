@@ -150,6 +150,8 @@ async def test_speed_scale_small(ctx: BenchContext) -> None:
     assert row["notes"] == 300 and row["bulk_notes_per_s"] > 0
     assert row["search_all_ms"]["n"] == 5 and row["add_memory_ms"]["n"] == 5
     assert row["search_all_ms"]["p50"] > 0
+    # Both timed searches answered with notes (top_k = 10), not an empty scope.
+    assert row["mean_hits"] == {"all": 10, "project": 10}
     assert row["peak_rss_mb"] > 0
 
 

@@ -201,10 +201,15 @@ def targets(r: dict[str, Any]) -> list[str]:
             f"10%: {'met' if ok else 'NOT met'})."
         )
     for row in r.get("speed", {}).get("scales", []):
-        s = row["search_all_ms"]["p50"]
-        line = f"{row['notes']:,} notes: search_memory p50 {s:.1f} ms"
+        s_all = row["search_all_ms"]["p50"]
+        s_one = row["search_project_ms"]["p50"]
+        from brain.bench.speed import PROJECTS
+
+        line = (f"{row['notes']:,} notes: search_memory p50 {s_one:.1f} ms in one project "
+                f"(of {PROJECTS}), {s_all:.1f} ms across all")
         if row["notes"] >= 100_000:
-            line += f" (target <= 25 ms: {'met' if s <= 25 else 'NOT met'})"
+            ok = max(s_one, s_all) <= 25
+            line += f" (target <= 25 ms: {'met' if ok else 'NOT met'})"
         if row.get("deep_search_ms"):
             ds = row["deep_search_ms"]["p50"]
             line += (

@@ -99,7 +99,7 @@ def speed_section(data: dict[str, Any]) -> str:
         _table(
             [
                 "notes",
-                "search_memory (all)",
+                "search_memory (all projects)",
                 "search_memory (1 project)",
                 "search before optimize()",
                 "deep_search",

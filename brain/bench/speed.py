@@ -27,6 +27,7 @@ from brain.bench import (
     percentiles,
     tool_names,
 )
+from brain.memory import RecallFilter
 
 PROJECTS = 20
 
@@ -144,12 +145,18 @@ def synthetic_queries(n: int, seed: int = 11) -> list[str]:
     ]
 
 
-async def _time_tool(client: Any, tool: str, argsets: list[dict[str, Any]]) -> list[float]:
+async def _time_tool(
+    client: Any, tool: str, argsets: list[dict[str, Any]], hits: list[int] | None = None
+) -> list[float]:
+    """Latencies in ms; ``hits`` collects how many results each search answered, so a
+    timing of a scope that holds nothing cannot pass for a search."""
     out = []
     for args in argsets:
         t = time.perf_counter()
-        await call(client, tool, args)
+        res = await call(client, tool, args)
         out.append((time.perf_counter() - t) * 1000)
+        if hits is not None:
+            hits.append(len(res.get("results") or res.get("notes") or []))
     return out
 
 
@@ -191,9 +198,12 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
         row["query_embedding_ms"] = percentiles(emb)
         async with mcp_client(brain) as client:
             names = await tool_names(client)
-            await call(client, "search_memory", {"query": "warm up", "top_k": 10})
+            await call(client, "search_memory",
+                       {"query": "warm up", "top_k": 10, "all_projects": True})
             row["shard_before_optimize"] = _shard_info(brain)
-            glob = [{"query": q, "top_k": 10} for q in qs]
+            # Without a project, search_memory searches the default project, which holds none
+            # of these notes: every project is searched by asking for all of them.
+            glob = [{"query": q, "top_k": 10, "all_projects": True} for q in qs]
             scoped = [
                 {"query": q, "top_k": 10, "project": f"proj-{i % PROJECTS}"}
                 for i, q in enumerate(qs)
@@ -207,10 +217,15 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 shard.optimize()
                 row["optimize_s"] = round(time.perf_counter() - t, 1)
                 row["shard_after_optimize"] = _shard_info(brain)
-            row["search_all_ms"] = percentiles(await _time_tool(client, "search_memory", glob))
-            row["search_project_ms"] = percentiles(
-                await _time_tool(client, "search_memory", scoped)
+            n_all: list[int] = []
+            n_one: list[int] = []
+            row["search_all_ms"] = percentiles(
+                await _time_tool(client, "search_memory", glob, n_all)
             )
+            row["search_project_ms"] = percentiles(
+                await _time_tool(client, "search_memory", scoped, n_one)
+            )
+            row["mean_hits"] = {"all": sum(n_all) / len(n_all), "project": sum(n_one) / len(n_one)}
             if "deep_search" in names:
                 row["deep_search_ms"] = percentiles(await _time_tool(client, "deep_search", glob))
             else:
@@ -225,7 +240,7 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
             lat = []
             for q in qs[: min(100, len(qs))]:
                 t = time.perf_counter()
-                brain.memory.search(q, 10, stamp=stamp)
+                brain.memory.search(q, 10, RecallFilter(all_projects=True), stamp=stamp)
                 lat.append((time.perf_counter() - t) * 1000)
             row["service_search_stamp_ms" if stamp else "service_search_nostamp_ms"] = percentiles(
                 lat
