@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,32 +197,50 @@ INDEX_ABLATIONS: dict[str, dict[str, Any]] = {
 }
 
 
+async def _bulk_evaluate(
+    ctx: BenchContext,
+    store_name: str,
+    convs: list[Conversation],
+    level: str,
+    notes_of: Callable[[Conversation], tuple[list[Any], list[Any]]],
+    cfg: dict[str, Any] | None = None,
+    **bulk_kw: Any,
+) -> dict[str, Any]:
+    """Bulk-load each conversation's notes (``notes_of`` -> keys, BulkNotes) into a fresh
+    store under ``cfg``, then evaluate search_memory at ``level``."""
+    from brain.bulk import bulk_add
+
+    brain = ctx.open_brain(store_name)
+    try:
+        if cfg:
+            set_fusion(brain, **cfg)
+        maps: dict[int, dict[str, Any]] = {}
+        for conv in convs:
+            keys, notes = notes_of(conv)
+            res = bulk_add(brain.memory, notes, **bulk_kw)
+            maps[conv.index] = dict(zip(res.zk_ids, keys, strict=True))
+        async with mcp_client(brain) as client:
+            return await _evaluate(client, brain, convs, maps, level, "search_memory", {})
+    finally:
+        brain.close()
+
+
 async def index_ablations(ctx: BenchContext, convs: list[Conversation]) -> dict[str, Any]:
-    from brain.bulk import BulkNote, bulk_add
+    from brain.bulk import BulkNote
 
     results: dict[str, Any] = {}
     for i, (name, spec) in enumerate(INDEX_ABLATIONS.items()):
-        brain = ctx.open_brain(f"locomo-ablation-{i}")
-        try:
-            maps: dict[int, dict[str, Any]] = {}
-            for conv in convs:
-                ctxs = previous_turns(conv) if spec.get("context") else [None] * len(conv.turns)
-                notes = [
-                    BulkNote(t.text, project=conv.project, extra={"context": c} if c else {})
-                    for t, c in zip(conv.turns, ctxs, strict=True)
-                ]
-                kw = {"keyword_fn": spec["keyword_fn"]} if "keyword_fn" in spec else {}
-                res = bulk_add(brain.memory, notes, **kw)
-                maps[conv.index] = dict(
-                    zip(res.zk_ids, [t.dia_id for t in conv.turns], strict=True)
-                )
-            async with mcp_client(brain) as client:
-                results[name] = await _evaluate(
-                    client, brain, convs, maps, "turn", "search_memory", {}
-                )
-            ctx.log(f"locomo turn {name}: {_brief(results[name]['all'])}")
-        finally:
-            brain.close()
+
+        def turns(conv: Conversation, spec: dict[str, Any] = spec) -> tuple[list[Any], list[Any]]:
+            ctxs = previous_turns(conv) if spec.get("context") else [None] * len(conv.turns)
+            notes = [BulkNote(t.text, project=conv.project, extra={"context": c} if c else {})
+                     for t, c in zip(conv.turns, ctxs, strict=True)]
+            return [t.dia_id for t in conv.turns], notes
+
+        kw = {"keyword_fn": spec["keyword_fn"]} if "keyword_fn" in spec else {}
+        results[name] = await _bulk_evaluate(ctx, f"locomo-ablation-{i}", convs, "turn", turns,
+                                             **kw)
+        ctx.log(f"locomo turn {name}: {_brief(results[name]['all'])}")
     return results
 
 
@@ -300,28 +318,19 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
 async def session_pooling_ablation(ctx: BenchContext, convs: list[Conversation]) -> dict[str, Any]:
     """Session notes (~3,500 characters, past the model's 256-token window) bulk-loaded with
     and without long-text pooling: the lever's effect at session level."""
-    from brain.bulk import BulkNote, bulk_add
+    from brain.bulk import BulkNote
+
+    def sessions(conv: Conversation) -> tuple[list[Any], list[Any]]:
+        keys = list(conv.sessions)
+        return keys, [BulkNote(conv.sessions[k], project=conv.project) for k in keys]
 
     results: dict[str, Any] = {}
     for i, (name, pool) in enumerate(
         (("bulk: default", True), ("bulk: no long-text pooling (model truncates)", False))
     ):
-        brain = ctx.open_brain(f"locomo-session-ablation-{i}")
-        try:
-            set_fusion(brain, pool_long_text=pool)
-            maps: dict[int, dict[str, Any]] = {}
-            for conv in convs:
-                keys = list(conv.sessions)
-                res = bulk_add(brain.memory, [BulkNote(conv.sessions[k], project=conv.project)
-                                              for k in keys])
-                maps[conv.index] = dict(zip(res.zk_ids, keys, strict=True))
-            async with mcp_client(brain) as client:
-                results[name] = await _evaluate(
-                    client, brain, convs, maps, "session", "search_memory", {}
-                )
-            ctx.log(f"locomo session {name}: {_brief(results[name]['all'])}")
-        finally:
-            brain.close()
+        results[name] = await _bulk_evaluate(ctx, f"locomo-session-ablation-{i}", convs,
+                                             "session", sessions, {"pool_long_text": pool})
+        ctx.log(f"locomo session {name}: {_brief(results[name]['all'])}")
     return results
 
 
