@@ -56,7 +56,9 @@ class EmbeddingSettings(_Section):
     dimension: int = Field(0, description="Vector dimension; 0 = the model's default")
     batch_size: int = Field(64, ge=1, le=4096, description="Texts per encoding batch")
     backend: Literal["torch", "onnx"] = Field(
-        "torch", description="Inference backend of sentence-transformers models"
+        "torch",
+        description="torch, or onnx: the same model exported once to int8 ONNX and run by "
+        "onnxruntime (needs the [onnx] extra; faster per query, cosine >= 0.99 to torch)",
     )
 
 

@@ -81,6 +81,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="keep the other sections of the last report (run one part again)",
     )
     p.add_argument("--no-ablations", action="store_true", help="baselines only")
+    p.add_argument(
+        "--backend",
+        choices=("torch", "onnx"),
+        default=None,
+        help="embedding backend (default: the configured one, BRAIN__EMBEDDING__BACKEND)",
+    )
     p.add_argument("--no-write", action="store_true", help="print, do not write the report")
     return p.parse_args(argv)
 
@@ -88,6 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
     from brain.bench import BenchContext, data_dir, machine_info
     from brain.embedder import REGISTRY, build_embedder
+    from config import EmbeddingSettings
 
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     data = data_dir(args.data)
@@ -98,7 +105,8 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         )
         raise SystemExit(2)
     record = REGISTRY["sentence-transformers/all-MiniLM-L6-v2"]
-    embedder = build_embedder(record)
+    backend = args.backend or EmbeddingSettings().backend
+    embedder = build_embedder(record, backend=backend)
     embedder.embed_query("warm up")
     ctx = BenchContext(
         embedder=embedder, data=data, quick=args.quick, log=lambda m: print(m, flush=True)
@@ -106,7 +114,9 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
     systems = dict(SYSTEMS)
     if not args.no_ablations:
         systems.update(ABLATIONS)
-    results: dict[str, Any] = {"quick": args.quick, "machine": machine_info(), "model": record.id}
+    results: dict[str, Any] = {
+        "quick": args.quick, "machine": machine_info(), "model": record.id, "backend": backend,
+    }
     if args.merge:
         from brain.bench import ROOT, report
 

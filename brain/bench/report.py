@@ -120,6 +120,14 @@ def speed_section(data: dict[str, Any]) -> str:
                 f"- {r['notes']:,} notes: MemoryService.search without access stamping "
                 f"{_ms(ns)} ms, with stamping {_ms(st)} ms (p50 / p95)."
             )
+        o = r.get("other_backend")
+        if o:
+            out.append(
+                f"- {r['notes']:,} notes, same store and queries with the {o['backend']} "
+                f"embedding backend for the query: search_memory (1 project) "
+                f"{_ms(o['search_project_ms'])} ms, (all projects) {_ms(o['search_all_ms'])} "
+                f"ms, query embedding {_ms(o['query_embedding_ms'])} ms (p50 / p95)."
+            )
         b, a = r.get("shard_before_optimize"), r.get("shard_after_optimize")
         if b:
             out.append(f"- {r['notes']:,} notes: shard before optimize() {b}; after {a}.")
@@ -163,7 +171,7 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         f"Written by `make bench{' BENCH_ARGS=--quick' if results.get('quick') else ''}` "
         f"(`python -m brain.bench`) on {m['date']}. Mode: "
         f"{'quick (subsample)' if results.get('quick') else 'full'}. Model: "
-        f"{results.get('model')}. Every figure goes through the public MCP tools "
+        f"{results.get('model')} ({results.get('backend', 'torch')} backend). Every figure goes through the public MCP tools "
         "(in-process fastmcp Client over create_server): add_memory to store, search_memory "
         "(top_k = 10, project filter) to query; the speed scale loads use brain.bulk.",
         "",

@@ -235,6 +235,29 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 for x in synthetic_notes(min(queries, 100), seed=99)
             ]
             row["add_memory_ms"] = percentiles(await _time_tool(client, "add_memory", adds))
+            alt = _other_backend(ctx)
+            if alt is not None:
+                # The same store and queries with the other embedding backend's query vectors,
+                # side by side in this run (its vectors agree with torch's to cosine >= 0.99).
+                name, other = alt
+                lat = []
+                for q in qs:
+                    t = time.perf_counter()
+                    other.embed_query(q)
+                    lat.append((time.perf_counter() - t) * 1000)
+                main = brain.embedder
+                brain.embedder = brain.memory.embedder = other
+                try:
+                    row["other_backend"] = {
+                        "backend": name,
+                        "query_embedding_ms": percentiles(lat),
+                        "search_project_ms": percentiles(
+                            await _time_tool(client, "search_memory", scoped)),
+                        "search_all_ms": percentiles(
+                            await _time_tool(client, "search_memory", glob)),
+                    }
+                finally:
+                    brain.embedder = brain.memory.embedder = main
         # Access stamping: the same searches on the service, with and without the stamp.
         for stamp in (False, True):
             lat = []
@@ -249,6 +272,22 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
     finally:
         brain.close()
     return row
+
+
+def _other_backend(ctx: BenchContext) -> tuple[str, Any] | None:
+    """The embedding backend the run is not using (onnx beside torch, or torch beside onnx),
+    warmed up; None when it cannot be loaded here (noted in the report)."""
+    from brain.embedder import build_embedder
+
+    current = "onnx" if type(ctx.embedder).__name__ == "OnnxEmbedder" else "torch"
+    other = "torch" if current == "onnx" else "onnx"
+    try:
+        emb = build_embedder(ctx.embedder.record, backend=other)
+        emb.embed_query("warm up")
+    except Exception as exc:  # noqa: BLE001 - the comparison is optional
+        ctx.notes.append(f"the {other} backend could not be compared: {exc}")
+        return None
+    return other, emb
 
 
 async def startup(ctx: BenchContext) -> dict[str, Any]:

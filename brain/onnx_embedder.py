@@ -1,0 +1,218 @@
+"""The ``onnx`` embedding backend: the same sentence-transformers model, exported once to ONNX
+with int8 weights, run by onnxruntime.
+
+On first use the model's transformer is exported with ``torch.onnx.export`` and its MatMul
+weights quantised to int8 per channel (``onnxruntime.quantization.quantize_dynamic``); the
+file is cached under ``$XDG_CACHE_HOME/opencode-brain/onnx`` (``BRAIN_ONNX_CACHE`` overrides),
+written atomically so concurrent first starts do not collide. Pooling (mean or CLS, from the
+model's ``1_Pooling/config.json``) and L2 normalisation run in numpy.
+
+Measured on this machine against the torch vectors of all-MiniLM-L6-v2 (300 CoSQA texts):
+cosine min 0.989, mean 0.995; a single query embeds about 3x faster. Quantising every op
+type, or without per-channel scales, lost more (cosine min 0.93).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from brain.errors import ModelUnavailable
+
+log = logging.getLogger(__name__)
+
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("BRAIN_ONNX_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "opencode-brain" / "onnx"
+
+
+def _fingerprint(source: Path) -> str:
+    """Changes when the model's weights or config change (name, size and mtime of each)."""
+    h = hashlib.sha256()
+    for f in sorted(source.glob("*")):
+        if f.is_file() and f.suffix in (".json", ".safetensors", ".bin", ".txt"):
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()[:16]
+
+
+def export_int8(source: Path, out: Path) -> list[str]:
+    """Export ``source`` (a sentence-transformers folder) to an int8 ONNX file at ``out``.
+    Returns the ONNX input names."""
+    import inspect
+
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(source)).eval()
+    accepted = inspect.signature(model.forward).parameters
+    names = [n for n in _INPUTS if n in accepted]
+
+    class _Encoder(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(**dict(zip(names, args, strict=True))).last_hidden_state
+
+    example = tuple(torch.ones((2, 8), dtype=torch.long) for _ in names)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        fp32 = Path(tmp) / "model.onnx"
+        int8 = Path(tmp) / "model-int8.onnx"
+        root = logging.getLogger()
+        level = root.level
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            root.setLevel(logging.ERROR)  # quantize_dynamic logs advice on the root logger
+            torch.onnx.export(
+                _Encoder(model), example, str(fp32), input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
+                opset_version=17, dynamo=False,
+            )
+            try:
+                quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8,
+                                 per_channel=True, op_types_to_quantize=["MatMul"])
+            finally:
+                root.setLevel(level)
+        os.replace(int8, out)
+    return names
+
+
+def _pooling(source: Path) -> str:
+    cfg = source / "1_Pooling" / "config.json"
+    if not cfg.is_file():
+        return "mean"
+    modes = json.loads(cfg.read_text(encoding="utf-8"))
+    if modes.get("pooling_mode_mean_tokens"):
+        return "mean"
+    if modes.get("pooling_mode_cls_token"):
+        return "cls"
+    raise ModelUnavailable(
+        f"the onnx backend supports mean or CLS pooling; {source} uses another. "
+        "Set BRAIN__EMBEDDING__BACKEND=torch."
+    )
+
+
+class OnnxEmbedder:
+    """Same interface as SentenceTransformerEmbedder; loads (and exports) lazily."""
+
+    def __init__(self, record: Any, source: Path, batch_size: int = 64) -> None:
+        self.record = record
+        self.source = Path(source)
+        self._batch_size = batch_size
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._counter: Any = None
+        self._names: list[str] = []
+        self._pool = "mean"
+        self._lock = threading.Lock()
+        self._encode_lock = threading.Lock()
+
+    @property
+    def model_file(self) -> Path:
+        slug = self.record.id.replace("/", "--")
+        return cache_dir() / f"{slug}-{_fingerprint(self.source)}-int8.onnx"
+
+    def _load(self) -> Any:
+        if self._session is not None:
+            return self._session
+        with self._lock:
+            if self._session is not None:
+                return self._session
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+
+                self._pool = _pooling(self.source)
+                path = self.model_file
+                if not path.is_file():
+                    log.info("exporting %s to int8 ONNX at %s (once)", self.record.id, path)
+                    export_int8(self.source, path)
+                self._counter = Tokenizer.from_file(str(self.source / "tokenizer.json"))
+                self._counter.no_truncation()
+                self._counter.no_padding()
+                tok = Tokenizer.from_file(str(self.source / "tokenizer.json"))
+                tok.enable_truncation(max_length=self.record.max_seq_length)
+                pad = tok.token_to_id("[PAD]")
+                tok.enable_padding(pad_id=pad if pad is not None else 0)
+                opts = ort.SessionOptions()
+                opts.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
+                opts.log_severity_level = 3
+                session = ort.InferenceSession(str(path), opts,
+                                               providers=["CPUExecutionProvider"])
+            except ModelUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure means the same fix
+                raise ModelUnavailable(
+                    f"cannot run {self.record.id} on the onnx backend ({type(exc).__name__}: "
+                    f"{exc}). Install onnx and onnxruntime (pip install 'opencode-brain[onnx]') "
+                    "or set BRAIN__EMBEDDING__BACKEND=torch."
+                ) from exc
+            self._names = [i.name for i in session.get_inputs()]
+            self._tokenizer = tok
+            self._session = session
+            log.info("embedding model %s runs on onnxruntime (int8)", self.record.id)
+            return session
+
+    @property
+    def dimension(self) -> int:
+        if self.record.dimension:
+            return int(self.record.dimension)
+        return int(self.embed_query("dimension probe").shape[0])
+
+    def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
+        session = self._load()
+        if prompt:
+            texts = [prompt + t for t in texts]
+        out = []
+        with self._encode_lock:
+            for start in range(0, len(texts), self._batch_size):
+                encs = self._tokenizer.encode_batch(list(texts[start : start + self._batch_size]))
+                feed = {
+                    "input_ids": np.array([e.ids for e in encs], dtype=np.int64),
+                    "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
+                    "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64),
+                }
+                hidden = session.run(None, {n: feed[n] for n in self._names})[0]
+                if self._pool == "cls":
+                    vecs = hidden[:, 0]
+                else:
+                    mask = feed["attention_mask"][..., None].astype(np.float32)
+                    vecs = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+                out.append(vecs)
+        matrix = np.concatenate(out).astype(np.float32)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return matrix / norms
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode(texts, self.record.document_prompt)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._encode([text], self.record.query_prompt)[0]
+
+    def count_tokens(self, text: str) -> int:
+        self._load()
+        return len(self._counter.encode(text, add_special_tokens=False).ids)

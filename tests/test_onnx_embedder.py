@@ -1,0 +1,106 @@
+"""The onnx backend: the bundled all-MiniLM-L6-v2 exported to int8 ONNX (once, cached) and run
+by onnxruntime, agreeing with the torch vectors."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from brain.app import Brain
+from brain.embedder import DEFAULT_MODEL, REGISTRY, build_embedder, embed_passages
+from brain.errors import ModelUnavailable
+from brain.memory import RecallFilter
+from brain.onnx_embedder import OnnxEmbedder
+from tests.conftest import _seed_store
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+TEXTS = [
+    "Pin torch before installing the package",
+    "def is_empty(lst):\n    return len(lst) == 0",
+    "The deploy pipeline runs integration tests against a staging database.",
+    "Caroline said she went to a support group yesterday",
+    "python check if a file exists",
+    "Redis cache TTL for sessions is 30 minutes.",
+] * 3
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("onnx-cache")
+    old = os.environ.get("BRAIN_ONNX_CACHE")
+    os.environ["BRAIN_ONNX_CACHE"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("BRAIN_ONNX_CACHE", None)
+        else:
+            os.environ["BRAIN_ONNX_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def onnx_embedder(onnx_cache: Path) -> OnnxEmbedder:
+    emb = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
+    assert isinstance(emb, OnnxEmbedder)
+    emb.embed_query("warm up")  # exports into the cache
+    return emb
+
+
+def test_vectors_agree_with_torch(onnx_embedder: OnnxEmbedder, st_embedder) -> None:  # noqa: ANN001
+    a = st_embedder.embed_documents(TEXTS)
+    b = onnx_embedder.embed_documents(TEXTS)
+    assert b.shape == a.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert float((a * b).sum(axis=1).min()) >= 0.985
+    q = "how do I check that a list is empty"
+    assert float(st_embedder.embed_query(q) @ onnx_embedder.embed_query(q)) >= 0.985
+    # Same ranking of the documents for a query: the vectors are usable side by side.
+    assert int(np.argmax(a @ st_embedder.embed_query(q))) == int(
+        np.argmax(b @ onnx_embedder.embed_query(q)))
+
+
+def test_token_counts_and_pooling_match_torch(onnx_embedder: OnnxEmbedder, st_embedder) -> None:  # noqa: ANN001
+    long = "The cache key includes the tenant id and the request path. " * 80
+    assert onnx_embedder.count_tokens(long) == st_embedder.count_tokens(long) > 256
+    a = embed_passages(st_embedder, [long])[0]
+    b = embed_passages(onnx_embedder, [long])[0]
+    assert float(a @ b) >= 0.985
+    assert onnx_embedder.embed_documents([]).shape == (0, 384)
+
+
+def test_export_is_cached_and_reused(onnx_embedder: OnnxEmbedder, onnx_cache: Path) -> None:
+    files = list(onnx_cache.glob("*-int8.onnx"))
+    assert [f.name for f in files] == [onnx_embedder.model_file.name]
+    before = files[0].stat().st_mtime_ns
+    again = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
+    again.embed_query("no second export")
+    assert files[0].stat().st_mtime_ns == before
+    assert not [p for p in onnx_cache.iterdir() if p.is_dir()]  # no temp dirs left behind
+
+
+def test_a_model_without_a_local_folder_is_refused() -> None:
+    record = REGISTRY["sentence-transformers/all-mpnet-base-v2"]
+    with pytest.raises(ModelUnavailable, match="BRAIN__EMBEDDING__BACKEND=torch"):
+        build_embedder(record, backend="onnx")
+
+
+def test_a_brain_on_the_onnx_backend_stores_and_finds(
+    settings, clock, _empty_shard, onnx_cache  # noqa: ANN001
+) -> None:
+    settings.embedding.backend = "onnx"
+    _seed_store(settings, _empty_shard)
+    b = Brain(settings, clock=clock).open()
+    try:
+        assert isinstance(b.embedder, OnnxEmbedder)
+        for text in TEXTS[:6]:
+            b.memory.add(text, project="p")
+        hits = b.memory.search("what is the session cache TTL", 3, RecallFilter(project="p"))
+        assert hits[0]["content"] == "Redis cache TTL for sessions is 30 minutes."
+    finally:
+        b.close()
