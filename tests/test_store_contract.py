@@ -159,3 +159,29 @@ def test_edge_second_opener_gets_store_locked(tmp_path: Path) -> None:
         assert "another process" in err.value.message
     finally:
         first.close()
+
+
+def test_edge_indexes_project_as_a_tenant_and_upgrades_older_stores(tmp_path: Path) -> None:
+    import qdrant_edge as qe
+
+    s = EdgeStore(tmp_path / "shard")
+    s.open(DIM)
+    try:
+        schema = s._require().info().payload_schema
+        assert schema["project"].params.is_tenant is True
+        # Make it a store from before tenant indexes: a plain keyword index on project.
+        s._require().update(qe.UpdateOperation.delete_field_index("project"))
+        s._require().update(
+            qe.UpdateOperation.create_field_index("project", qe.PayloadSchemaType.Keyword))
+        assert s._require().info().payload_schema["project"].params is None
+        s.upsert([_point(i, f"note {i}", project=f"p{i % 2}") for i in range(6)])
+    finally:
+        s.close()
+    s = EdgeStore(tmp_path / "shard")
+    s.open(DIM)  # reopening upgrades the index
+    try:
+        assert s._require().info().payload_schema["project"].params.is_tenant is True
+        hits = s.query_dense(_vec(2), Filter(must=(Match("project", "p0"),)), 10)
+        assert sorted(h.payload["n"] for h in hits) == [0, 2, 4]
+    finally:
+        s.close()

@@ -20,6 +20,7 @@ from brain.vector_store.base import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     SPARSE,
+    TENANT_FIELDS,
     Filter,
     HasId,
     Hit,
@@ -134,15 +135,25 @@ class EdgeStore:
     def ensure_indexes(self) -> int:
         """Create the payload indexes that are missing; returns how many were created."""
         shard = self._require()
-        have = set(shard.info().payload_schema)
-        wanted = [(n, qe.PayloadSchemaType.Keyword) for n in KEYWORD_FIELDS]
+        schema = shard.info().payload_schema
+        have = set(schema)
+        wanted: list[tuple[str, Any]] = [
+            (n, qe.KeywordIndexParams(is_tenant=True) if n in TENANT_FIELDS
+             else qe.PayloadSchemaType.Keyword) for n in KEYWORD_FIELDS]
         wanted += [(n, qe.PayloadSchemaType.Float) for n in FLOAT_FIELDS]
         wanted += [(_SHADOW + n, qe.PayloadSchemaType.Keyword) for n in BOOL_FIELDS]
         created = 0
         with self._write_lock:
-            for name, schema in wanted:
+            for name in TENANT_FIELDS:
+                # A store from before tenant indexes: rebuild the index as a tenant index (the
+                # points are regrouped by the next optimize()).
+                info = schema.get(name)
+                if info is not None and not getattr(info.params, "is_tenant", False):
+                    shard.update(qe.UpdateOperation.delete_field_index(name))
+                    have.discard(name)
+            for name, kind in wanted:
                 if name not in have:
-                    shard.update(qe.UpdateOperation.create_field_index(name, schema))
+                    shard.update(qe.UpdateOperation.create_field_index(name, kind))
                     created += 1
         return created
 

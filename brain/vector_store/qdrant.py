@@ -18,6 +18,7 @@ from brain.vector_store.base import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     SPARSE,
+    TENANT_FIELDS,
     Filter,
     HasId,
     Hit,
@@ -123,8 +124,10 @@ class QdrantClientStore:
         )
         if self._local:
             return  # local mode ignores payload indexes
-        schema = {
+        schema: dict[str, Any] = {
             **{f: models.PayloadSchemaType.KEYWORD for f in KEYWORD_FIELDS},
+            **{f: models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+               for f in TENANT_FIELDS},
             **{f: models.PayloadSchemaType.FLOAT for f in FLOAT_FIELDS},
             **{f: models.PayloadSchemaType.BOOL for f in BOOL_FIELDS},
         }
