@@ -52,20 +52,27 @@ def looks_like_code(text: str, sample: int = 2000) -> bool:
     return sum(1 for ln in lines if _CODE_LINE.search(ln)) >= 0.5 * len(lines)
 
 
-def is_code(payload: dict[str, Any]) -> bool:
-    """The note's ``is_code`` flag (set when its content is written), or, for a note written
-    before the flag existed, the content looked at now (~15 us)."""
+def is_code(payload: dict[str, Any]) -> bool | None:
+    """The note's ``is_code`` flag (set when its content is written); for a note written
+    before the flag existed, its content looked at now (~15 us), or None when the payload at
+    hand has no content (search legs read only the flag)."""
     flag = payload.get("is_code")
     if isinstance(flag, bool):
         return flag
-    return looks_like_code(str(payload.get("content", "")))
+    content = payload.get("content")
+    return looks_like_code(str(content)) if content is not None else None
 
 
 def code_share(cands: Sequence[Candidate]) -> float:
-    """Share of candidates whose content is source code."""
-    if not cands:
-        return 0.0
-    return sum(is_code(c.payload) for c in cands) / len(cands)
+    """Share of source code among the candidates whose kind is known."""
+    known = [flag for flag in (is_code(c.payload) for c in cands) if flag is not None]
+    return sum(known) / len(known) if known else 0.0
+
+
+# What the search legs read of each hit's payload; whole payloads are read for the returned
+# hits only. Reading every candidate's payload (~100 a search) cost ~1.5 ms in the store and
+# ~1.5 ms in Python at 100k notes.
+LEG_FIELDS = ("is_code",)
 
 
 @dataclass(slots=True)
@@ -158,8 +165,24 @@ def hybrid(
     code_dense_weight: float | None = None,
 ) -> list[Candidate]:
     n = max(candidates, limit)
-    dense = store.query_dense(dense_vec, flt, n, exact=exact) if method != "bm25" else []
-    sparse = store.query_sparse(sparse_vec, flt, n) if method != "dense" else []
+    dense = (store.query_dense(dense_vec, flt, n, exact=exact, fields=LEG_FIELDS)
+             if method != "bm25" else [])
+    sparse = store.query_sparse(sparse_vec, flt, n, fields=LEG_FIELDS) if method != "dense" else []
     if method in ("dense", "bm25"):
-        return fuse(dense, sparse, "weighted", 1.0 if method == "dense" else 0.0, rrf_k)[:limit]
-    return fuse(dense, sparse, method, dense_weight, rrf_k, code_dense_weight)[:limit]
+        fused = fuse(dense, sparse, "weighted", 1.0 if method == "dense" else 0.0, rrf_k)
+    else:
+        fused = fuse(dense, sparse, method, dense_weight, rrf_k, code_dense_weight)
+    return _with_payloads(store, fused[:limit])
+
+
+def _with_payloads(store: VectorStore, cands: list[Candidate]) -> list[Candidate]:
+    """The candidates with their whole payloads (one read); a point deleted since the search
+    is dropped."""
+    full = {p.id: p.payload for p in store.retrieve([c.id for c in cands])}
+    out = []
+    for c in cands:
+        payload = full.get(c.id)
+        if payload is not None:
+            c.payload = payload
+            out.append(c)
+    return out

@@ -135,3 +135,13 @@ def test_notes_carry_their_code_flag_through_updates(brain: Brain) -> None:
     assert brain.memory.get_payload(note["zk_id"])["is_code"] is False
     prose = brain.memory.add(PROSE, project="p").note
     assert brain.memory.get_payload(prose["zk_id"])["is_code"] is False
+
+
+def test_code_share_counts_only_candidates_of_known_kind() -> None:
+    from brain.retrieval import Candidate, code_share
+
+    cands = [Candidate("a", {"is_code": True}), Candidate("b", {"is_code": False}),
+             Candidate("c", {}),  # a legacy note seen through a search leg: kind unknown
+             Candidate("d", {"content": PY})]  # a legacy note with its content: looked at
+    assert code_share(cands) == pytest.approx(2 / 3)
+    assert code_share([Candidate("c", {})]) == 0.0

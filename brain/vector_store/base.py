@@ -125,11 +125,17 @@ class VectorStore(Protocol):
 
     def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]: ...
 
+    # ``fields``: the payload keys to return with each hit (None: the whole payload). Hybrid
+    # search asks for a few, then reads whole payloads only for the hits it returns.
     def query_dense(
-        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False
+        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]: ...
 
-    def query_sparse(self, vector: SparseVector, flt: Filter | None, limit: int) -> list[Hit]: ...
+    def query_sparse(
+        self, vector: SparseVector, flt: Filter | None, limit: int,
+        fields: Sequence[str] | None = None,
+    ) -> list[Hit]: ...
 
     def scroll(
         self,

@@ -99,6 +99,10 @@ def _from_record(rec: Any, with_vectors: bool) -> Point:
     return Point(id=str(rec.id), payload=_unshadow(rec.payload), dense=dense, sparse=sparse)
 
 
+def _selector(fields: Sequence[str] | None) -> Any:
+    return True if fields is None else qe.PayloadSelector.Include(list(fields))
+
+
 class EdgeStore:
     backend = "qdrant-edge"
 
@@ -218,18 +222,22 @@ class EdgeStore:
         return [_from_record(r, with_vectors) for r in recs]
 
     def query_dense(
-        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False
+        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         req = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
             filter=_filter(flt),
-            with_payload=True,
+            with_payload=_selector(fields),
             params=qe.SearchParams(exact=True) if exact else None,
         )
         return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in self._require().query(req)]
 
-    def query_sparse(self, vector: SparseVector, flt: Filter | None, limit: int) -> list[Hit]:
+    def query_sparse(
+        self, vector: SparseVector, flt: Filter | None, limit: int,
+        fields: Sequence[str] | None = None,
+    ) -> list[Hit]:
         if not vector.indices:
             return []
         sv = qe.SparseVector(indices=list(vector.indices), values=list(vector.values))
@@ -237,7 +245,7 @@ class EdgeStore:
             limit=limit,
             query=qe.Query.Nearest(sv, using=SPARSE),
             filter=_filter(flt),
-            with_payload=True,
+            with_payload=_selector(fields),
         )
         return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in self._require().query(req)]
 

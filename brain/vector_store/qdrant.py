@@ -177,7 +177,10 @@ class QdrantClientStore:
         )
         return [_from_record(r, with_vectors) for r in recs]
 
-    def _query(self, query: Any, using: str, flt: Filter | None, limit: int, exact: bool) -> list[Hit]:
+    def _query(
+        self, query: Any, using: str, flt: Filter | None, limit: int, exact: bool,
+        fields: Sequence[str] | None = None,
+    ) -> list[Hit]:
         res = self._call(
             self._client.query_points,
             self.collection,
@@ -185,21 +188,25 @@ class QdrantClientStore:
             using=using,
             query_filter=_filter(flt),
             limit=limit,
-            with_payload=True,
+            with_payload=list(fields) if fields is not None else True,
             search_params=models.SearchParams(exact=True) if exact else None,
         )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
 
     def query_dense(
-        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False
+        self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
-        return self._query([float(x) for x in vector], DENSE, flt, limit, exact)
+        return self._query([float(x) for x in vector], DENSE, flt, limit, exact, fields)
 
-    def query_sparse(self, vector: SparseVector, flt: Filter | None, limit: int) -> list[Hit]:
+    def query_sparse(
+        self, vector: SparseVector, flt: Filter | None, limit: int,
+        fields: Sequence[str] | None = None,
+    ) -> list[Hit]:
         if not vector.indices:
             return []
         sv = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
-        return self._query(sv, SPARSE, flt, limit, False)
+        return self._query(sv, SPARSE, flt, limit, False, fields)
 
     def scroll(
         self,
