@@ -307,7 +307,7 @@ def embed_passages(embedder: Embedder, texts: Sequence[str], pool: bool = True) 
 def build_embedder(record: ModelRecord, batch_size: int = 64, backend: str = "torch") -> Embedder:
     if record.provider == "hash":
         return HashEmbedder(record)
-    if record.provider == "sentence-transformers" and backend == "onnx":
+    if record.provider == "sentence-transformers" and backend in ("onnx", "onnx-int8"):
         from brain.onnx_embedder import OnnxEmbedder
 
         source = record.local_path or bundled_model_path(record.id)
@@ -316,7 +316,8 @@ def build_embedder(record: ModelRecord, batch_size: int = 64, backend: str = "to
                 f"the onnx backend needs {record.id} in a local folder; install its package or "
                 "point BRAIN__EMBEDDING__MODEL at the folder, or set BRAIN__EMBEDDING__BACKEND=torch"
             )
-        return OnnxEmbedder(record, Path(source), batch_size=batch_size)
+        return OnnxEmbedder(record, Path(source), batch_size=batch_size,
+                            quantize=backend == "onnx-int8")
     if record.provider == "sentence-transformers":
         return SentenceTransformerEmbedder(record, batch_size=batch_size, backend=backend)
     raise ModelUnavailable(f"no provider {record.provider!r} for model {record.id}")

@@ -83,7 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-ablations", action="store_true", help="baselines only")
     p.add_argument(
         "--backend",
-        choices=("torch", "onnx"),
+        choices=("torch", "onnx", "onnx-int8"),
         default=None,
         help="embedding backend (default: the configured one, BRAIN__EMBEDDING__BACKEND)",
     )
@@ -138,17 +138,17 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         from brain.bench import locomo
 
         prose = {k: v for k, v in systems.items() if k not in CODE_ONLY}
-        results["locomo"] = await locomo.run(ctx, prose)
+        results["locomo"] = {**await locomo.run(ctx, prose), "backend": backend}
         checkpoint()
     if "cosqa" in only:
         from brain.bench import cosqa
 
-        results["cosqa"] = await cosqa.run(ctx, systems)
+        results["cosqa"] = {**await cosqa.run(ctx, systems), "backend": backend}
         checkpoint()
     if "speed" in only:
         from brain.bench import speed
 
-        results["speed"] = {}
+        results["speed"] = {"backend": backend}
         await speed.run(ctx, results["speed"], checkpoint)
     if "llm" in only:
         from brain.agentic.bench import measure_add_latency

@@ -68,7 +68,8 @@ def cosqa_section(data: dict[str, Any], describe: dict[str, str]) -> str:
     ]
     return "\n".join(
         [
-            f"### CoSQA dev ({data['corpus']} codes, {data['queries']} queries)",
+            f"### CoSQA dev ({data['corpus']} codes, {data['queries']} queries; "
+            f"{data.get('backend', 'torch')} backend)",
             "",
             _table(["system", "what", *COSQA_COLS], rows),
             "",
@@ -94,7 +95,8 @@ def speed_section(data: dict[str, Any]) -> str:
             ]
         )
     out = [
-        "### Speed (in-process MCP client; ms p50 / p95)",
+        f"### Speed (in-process MCP client; {data.get('backend', 'torch')} backend; "
+        "ms p50 / p95)",
         "",
         _table(
             [
@@ -189,7 +191,8 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         lo = results["locomo"]
         parts.append(
             f"LoCoMo: {lo['conversations']} conversations, {lo['questions']} questions "
-            "(category 5 excluded, unresolvable evidence skipped)."
+            "(category 5 excluded, unresolvable evidence skipped); "
+            f"{lo.get('backend', 'torch')} embedding backend."
         )
         parts.append("")
         for level in ("turn", "session"):

@@ -279,8 +279,8 @@ def _other_backend(ctx: BenchContext) -> tuple[str, Any] | None:
     warmed up; None when it cannot be loaded here (noted in the report)."""
     from brain.embedder import build_embedder
 
-    current = "onnx" if type(ctx.embedder).__name__ == "OnnxEmbedder" else "torch"
-    other = "torch" if current == "onnx" else "onnx"
+    current = getattr(ctx.embedder, "backend", "torch")
+    other = "torch" if current != "torch" else "onnx"
     try:
         emb = build_embedder(ctx.embedder.record, backend=other)
         emb.embed_query("warm up")
