@@ -184,14 +184,14 @@ def targets(r: dict[str, Any]) -> list[str]:
             f"LoCoMo turn any@5 {d['any@5']:.3f} (target >= 0.70: "
             f"{'met' if d['any@5'] >= 0.70 else 'NOT met'}), any@10 {d['any@10']:.3f} "
             f"(target >= 0.80: {'met' if d['any@10'] >= 0.80 else 'NOT met'}); "
-            + _versus_best(turn, ("any@5", "any@10"), lambda x: x["all"]) + "."
+            + _versus_best(turn, ("any@1", "any@5", "any@10"), lambda x: x["all"]) + "."
         )
     session = lo.get("session", {}).get("systems", {})
     if "default" in session:
         d = session["default"]["all"]
         out.append(
             f"LoCoMo session any@5 {d['any@5']:.3f}, any@10 {d['any@10']:.3f}; "
-            + _versus_best(session, ("any@5", "any@10"), lambda x: x["all"]) + "."
+            + _versus_best(session, ("any@1", "any@5", "any@10"), lambda x: x["all"]) + "."
         )
     co = r.get("cosqa", {}).get("systems", {})
     if "default" in co:
