@@ -179,7 +179,29 @@ def bundled_model_path(model_id: str) -> Path | None:
     return path if path.is_dir() else None
 
 
-class SentenceTransformerEmbedder:
+class PromptedEncoder:
+    """embed_documents / embed_query over an ``_encode(texts, prompt)``, with the record's
+    document and query prompts (shared by the torch and onnx backends)."""
+
+    record: ModelRecord
+
+    @property
+    def dimension(self) -> int:
+        raise NotImplementedError
+
+    def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode(texts, self.record.document_prompt)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._encode([text], self.record.query_prompt)[0]
+
+
+class SentenceTransformerEmbedder(PromptedEncoder):
     """A local sentence-transformers model; loads lazily on first use, thread-safe."""
 
     def __init__(self, record: ModelRecord, batch_size: int = 64, backend: str = "torch") -> None:
@@ -237,14 +259,6 @@ class SentenceTransformerEmbedder:
         if self.record.dimension and vecs.shape[1] > self.record.dimension:
             vecs = _normalise(vecs[:, : self.record.dimension])
         return vecs
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return self._encode(texts, self.record.document_prompt)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._encode([text], self.record.query_prompt)[0]
 
     def count_tokens(self, text: str) -> int:
         self._load()

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from brain.embedder import PromptedEncoder, _normalise
 from brain.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ def _pooling(source: Path) -> str:
     )
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(PromptedEncoder):
     """Same interface as SentenceTransformerEmbedder; loads (and exports) lazily."""
 
     def __init__(
@@ -209,18 +210,7 @@ class OnnxEmbedder:
                     mask = feed["attention_mask"][..., None].astype(np.float32)
                     vecs = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
                 out.append(vecs)
-        matrix = np.concatenate(out).astype(np.float32)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return matrix / norms
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return self._encode(texts, self.record.document_prompt)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._encode([text], self.record.query_prompt)[0]
+        return _normalise(np.concatenate(out).astype(np.float32))
 
     def count_tokens(self, text: str) -> int:
         self._load()
