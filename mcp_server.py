@@ -44,7 +44,7 @@ from mcp_surface.recall import (  # noqa: E402
     NoteKind,
     NoteKinds,
     Tags,
-    recall_filter,
+    recall_from,
 )
 
 log = logging.getLogger("brain.mcp")
@@ -170,14 +170,10 @@ def create_server(
         project it searches the default project (all_projects=true searches every one);
         include_files=true also returns matching passages of uploaded documents."""
 
+        args = locals()
+
         def run(b: Brain) -> dict[str, Any]:
-            rf = recall_filter(
-                project=project, include_contextual=include_contextual,
-                include_fleeting=include_fleeting, note_kind=note_kind, tags=tags,
-                max_age_days=max_age_days, min_salience=min_salience,
-                confidence_min=confidence_min, fingerprint_match=fingerprint_match,
-                custom_filters=custom_filters, include_siblings=include_siblings,
-                all_projects=all_projects)
+            rf = recall_from(args)
             qvec = b.embedder.embed_query(query).tolist()  # embedded once, used for both
             hits = b.memory.search(query, top_k, rf, query_vector=qvec)
             out: dict[str, Any] = {"results": hits, "count": len(hits)}

@@ -20,7 +20,7 @@ from mcp_surface.recall import (
     MinSalience,
     NoteKinds,
     Tags,
-    recall_filter,
+    recall_from,
 )
 
 Similarity = Annotated[float, Field(gt=0.0, le=1.0)]
@@ -55,21 +55,10 @@ def register(mcp: Any, call: Any) -> None:
         relation). Takes the same filters as search_memory, applied to every hop. For
         simple lookups use search_memory."""
 
+        args = locals()
+
         def run(b: Any) -> dict[str, Any]:
-            rf = recall_filter(
-                project=project,
-                include_contextual=include_contextual,
-                include_fleeting=include_fleeting,
-                note_kind=note_kind,
-                tags=tags,
-                max_age_days=max_age_days,
-                min_salience=min_salience,
-                confidence_min=confidence_min,
-                fingerprint_match=fingerprint_match,
-                custom_filters=custom_filters,
-                include_siblings=include_siblings,
-                all_projects=all_projects,
-            )
+            rf = recall_from(args)
             result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k)
             return result
 

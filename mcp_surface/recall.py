@@ -4,19 +4,19 @@
 JSON schema from its Python signature, so each tool still lists the arguments itself, but
 types them with the aliases below (same names, types and descriptions) and hands them to
 :func:`recall_filter`, the one place that validates them and builds the
-:class:`brain.memory.RecallFilter`. ``recall_filter`` takes every argument by keyword and has
-no defaults: a tool that forgets to pass one fails type checking instead of silently ignoring
-the caller's filter. tests/test_deep_search_filters.py checks that both tools publish the
-same filter arguments with the same defaults.
+:class:`brain.memory.RecallFilter`. The tools pass their ``locals()`` to :func:`recall_from`,
+which picks the arguments by name: a tool missing one fails with a KeyError on its first call
+instead of silently ignoring the caller's filter. tests/test_deep_search_filters.py checks
+that both tools publish the same filter arguments with the same defaults.
 
-Call :func:`recall_filter` inside the tool's ``call(...)`` so that its ``InvalidArgument``
+Call :func:`recall_from` inside the tool's ``call(...)`` so that its ``InvalidArgument``
 reaches the client as a typed tool error, like the checks ``MemoryService.build_filter``
 makes on the same arguments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -115,3 +115,9 @@ def recall_filter(
         include_siblings=include_siblings,
         all_projects=all_projects,
     )
+
+
+def recall_from(args: Mapping[str, Any]) -> RecallFilter:
+    """:func:`recall_filter` of a tool's arguments (its ``locals()`` at entry): the filter
+    arguments are picked by name, so the two tools do not list them a second time."""
+    return recall_filter(**{name: args[name] for name in FILTER_ARGS})
