@@ -306,7 +306,9 @@ def embed_passages(embedder: Embedder, texts: Sequence[str], pool: bool = True) 
     pieces: list[str] = []
     owner: list[int] = []
     for i, text in enumerate(texts):
-        n = embedder.count_tokens(text)
+        # A word-piece token covers at least one character: a text no longer than the window
+        # in characters fits, without tokenizing it a second time.
+        n = len(text) if len(text) <= window else embedder.count_tokens(text)
         parts = [text] if n <= window else split_for_window(text, math.ceil(n / window))
         pieces.extend(parts or [text])
         owner.extend([i] * len(parts or [text]))
