@@ -100,6 +100,20 @@ class RetrievalSettings(_Section):
         "between the two weights by its share of code)",
     )
     candidates: int = Field(50, ge=5, le=1000, description="Candidates fetched per retriever")
+    graph_decay: float = Field(
+        0.85,
+        gt=0.0,
+        le=1.0,
+        description="deep_search: a note reached through a typed link (caused_by, fixes, "
+        "supports, ...) scores its parent's score times this",
+    )
+    related_decay: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="deep_search: the same for a 'related' link (what auto-linking writes) "
+        "and for a note only a later hop's expanded query found",
+    )
     exact_max_points: int = Field(
         20_000, ge=0, description="Scopes with at most this many points are searched exactly"
     )

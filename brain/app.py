@@ -177,6 +177,8 @@ class Brain:
             pool_long_text=s.memory.pool_long_text,
             rrf_k=s.retrieval.rrf_k,
             candidates=s.retrieval.candidates,
+            graph_decay=s.retrieval.graph_decay,
+            related_decay=s.retrieval.related_decay,
             rerank_candidates=s.rerank.candidates,
             exact_max_points=s.retrieval.exact_max_points,
             user_id=s.identity.user_id,

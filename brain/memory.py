@@ -69,6 +69,8 @@ class MemoryConfig:
     pool_long_text: bool = True
     rrf_k: int = 60
     candidates: int = 50
+    graph_decay: float = 0.85
+    related_decay: float = 0.5
     rerank_candidates: int = 30
     exact_max_points: int = 20_000
     user_id: str = "default"

@@ -108,3 +108,83 @@ async def test_deep_search_tool(client: Any, brain: Brain) -> None:
     data = out.structured_content
     hit_b = {h["zk_id"]: h for h in data["results"]}[b]
     assert hit_b["via"] == a and hit_b["relation"] == "fixes" and hit_b["hop"] == 1
+
+
+def test_a_related_link_weighs_less_than_a_typed_one(brain: Brain) -> None:
+    """'related' is what auto-linking writes from the vector similarity search already sees;
+    a typed relation says something search cannot."""
+    from brain.agentic.deep_search import _expand, _Found
+
+    a = _add(brain, "Qdrant docker port 6333 unreachable because it was not published")
+    typed = _add(brain, "Kubernetes ingress annotation rewrite-target for gRPC")
+    similar = _add(brain, "Cert-manager renews Let's Encrypt certificates thirty days early")
+    brain.memory.link(a, typed, "fixes")
+    brain.memory.link(a, similar, "related")
+    found = {a: _Found(brain.memory.get_payload(a), 0.8, 0)}
+    flt = brain.memory.build_filter(RecallFilter(project="infra"))
+    new = _expand(brain.memory, flt, found, [a], 1, top_k=10)
+    cfg = brain.memory.cfg
+    assert cfg.graph_decay > cfg.related_decay
+    assert sorted(new) == sorted([typed, similar])
+    assert found[typed].score == pytest.approx(0.8 * cfg.graph_decay)
+    assert found[similar].score == pytest.approx(0.8 * cfg.related_decay)
+    assert (found[typed].relation, found[similar].relation) == ("fixes", "related")
+
+
+class _CountingEmbedder:
+    """The brain's own embedder, counting query embeddings."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.queries = inner, 0
+
+    def embed_query(self, text: str) -> Any:
+        self.queries += 1
+        return self.inner.embed_query(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_later_hops_cost_no_model_call(brain: Brain, chain: dict[str, str]) -> None:
+    """Hop n's dense query is the query vector moved towards the previous hits' stored
+    vectors (relevance feedback), not a new embedding of the query plus their titles."""
+    counting = _CountingEmbedder(brain.memory.embedder)
+    brain.memory.embedder = counting
+    out = brain.agentic.deep_search(QUERY, RecallFilter(project="infra"), hops=2, top_k=5)
+    assert [h["hop"] for h in out["hops"]] == [0, 1, 2]
+    assert counting.queries == 1
+
+
+def test_feedback_moves_the_query_towards_the_hits(brain: Brain) -> None:
+    import numpy as np
+
+    from brain.agentic.deep_search import _feedback
+    from brain.notes import point_id
+
+    ids = [_add(brain, f"the ingress controller rewrites path {i} for gRPC") for i in range(3)]
+    qvec = brain.memory.embedder.embed_query(QUERY)
+    pts = brain.memory.store.retrieve([point_id(z) for z in ids], with_vectors=True)
+    centre = np.mean([p.dense for p in pts], axis=0)
+    moved = _feedback(brain.memory, qvec, [point_id(z) for z in ids])
+    assert np.linalg.norm(moved) == pytest.approx(1.0, abs=1e-5)
+    assert float(moved @ centre) > float(qvec @ centre)
+    assert _feedback(brain.memory, qvec, []) is qvec
+
+
+def test_a_hub_adds_only_its_best_neighbours(brain: Brain) -> None:
+    """A note with many links offers only as many new notes as the results can hold, the
+    best-scored first (a typed link before a 'related' one)."""
+    from brain.agentic.deep_search import _expand, _Found
+
+    hub = _add(brain, "Qdrant docker port 6333 unreachable because it was not published")
+    related = [_add(brain, f"Unrelated note number {i} about lunch") for i in range(12)]
+    typed = [_add(brain, f"Ingress fix {i} for the gRPC backend") for i in range(3)]
+    for z in related:
+        brain.memory.link(hub, z, "related")
+    for z in typed:
+        brain.memory.link(hub, z, "fixes")
+    found = {hub: _Found(brain.memory.get_payload(hub), 1.0, 0)}
+    flt = brain.memory.build_filter(RecallFilter(project="infra"))
+    new = _expand(brain.memory, flt, found, [hub], 1, top_k=5)
+    assert len(new) == 5 and set(typed) <= set(new)
+    assert set(found) == {hub, *new}

@@ -93,6 +93,22 @@ async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return dict(data)
 
 
+def tool_runs(
+    systems: dict[str, dict[str, Any]], deep: bool
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, tool, MemoryConfig overrides) of every system to evaluate. A system whose spec
+    names ``"tool": "deep_search"`` is a deep_search configuration; those, and the
+    ``deep_search`` row (default arguments), run only when the server lists the tool."""
+    runs = []
+    for name, spec in systems.items():
+        tool = spec.get("tool", "search_memory")
+        if tool == "search_memory" or deep:
+            runs.append((name, tool, {k: v for k, v in spec.items() if k != "tool"}))
+    if deep:
+        runs.append(("deep_search", "deep_search", {}))
+    return runs
+
+
 async def tool_names(client: Any) -> set[str]:
     return {t.name for t in await client.list_tools()}
 

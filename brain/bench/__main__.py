@@ -29,6 +29,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "dbsf, no code weight": {"code_dense_weight": None},
     "dbsf, code weight 0.7": {"code_dense_weight": 0.7},
     "dbsf, code weight 0.9": {"code_dense_weight": 0.9},
+    "deep_search, related links at 0.85": {"tool": "deep_search", "related_decay": 0.85},
 }
 # Ablations that cannot change a benchmark's figures are not run on it: LoCoMo holds no code,
 # so the code weight never applies there (its rows would repeat the default's).
@@ -40,6 +41,8 @@ DESCRIBE: dict[str, str] = {
     "dense": "baseline: dense cosine alone",
     "rrf": "baseline: plain RRF (k = 60)",
     "deep_search": "deep_search tool (default arguments)",
+    "deep_search, related links at 0.85": "ablation: deep_search with a 'related' link (what "
+    "auto-linking writes) weighed like a typed one (0.85, default 0.5)",
     "weighted": "ablation: weighted fusion (cosine + BM25 / best BM25) instead of dbsf, "
     "dense weight 0.5 (0.8 for code)",
     "dbsf, dense_weight 0.35": "ablation: default with dense_weight 0.35 (default 0.45)",

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brain.bench import BenchContext, call, mcp_client, set_fusion, tool_names
+from brain.bench import BenchContext, call, mcp_client, set_fusion, tool_names, tool_runs
 
 PROJECT = "cosqa"
 
@@ -58,9 +58,7 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
                 id_of[res["note"]["zk_id"]] = i
             ingest_s = time.perf_counter() - t0
             ctx.log(f"cosqa: {len(corpus)} codes added via add_memory in {ingest_s:.1f}s")
-            runs = [(name, "search_memory", cfg) for name, cfg in systems.items()]
-            if deep:
-                runs.append(("deep_search", "deep_search", {}))
+            runs = tool_runs(systems, deep)
             default_cfg = brain.memory.cfg
             for name, tool, cfg in runs:
                 brain.memory.cfg = default_cfg

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.bench import BenchContext, call, mcp_client, set_fusion, tool_names
+from brain.bench import BenchContext, call, mcp_client, set_fusion, tool_names, tool_runs
 
 KS = (1, 5, 10)
 CATEGORIES = (1, 2, 3, 4)
@@ -292,9 +292,7 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
                 if ensure is not None:
                     ensure()
                 results: dict[str, Any] = {}
-                runs = [(name, "search_memory", cfg) for name, cfg in systems.items()]
-                if deep:
-                    runs.append(("deep_search", "deep_search", {}))
+                runs = tool_runs(systems, deep)
                 for name, tool, cfg in runs:
                     results[name] = await _evaluate(client, brain, convs, maps, level, tool, cfg)
                     ctx.log(f"locomo {level} {name}: {_brief(results[name]['all'])}")
