@@ -307,8 +307,8 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
                 }
         finally:
             brain.close()
-    out["session"]["systems"].update(await session_pooling_ablation(ctx, convs))
     if not ctx.quick:
+        out["session"]["systems"].update(await session_pooling_ablation(ctx, convs))
         out["turn"]["systems"].update(await index_ablations(ctx, convs))
     return out
 

@@ -235,7 +235,7 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 for x in synthetic_notes(min(queries, 100), seed=99)
             ]
             row["add_memory_ms"] = percentiles(await _time_tool(client, "add_memory", adds))
-            alt = _other_backend(ctx)
+            alt = None if ctx.quick else _other_backend(ctx)
             if alt is not None:
                 # The same store and queries with the other embedding backend's query vectors,
                 # side by side in this run (its vectors agree with torch's to cosine >= 0.99).
@@ -320,7 +320,7 @@ async def run(
     ctx: BenchContext, out: dict[str, Any] | None = None, checkpoint: Any = None
 ) -> dict[str, Any]:
     """Fills ``out`` (startup, then one row per scale), calling ``checkpoint()`` after each."""
-    scales = [10_000] if ctx.quick else [10_000, 100_000]
+    scales = [5_000] if ctx.quick else [10_000, 100_000]
     queries = 100 if ctx.quick else 200
     out = out if out is not None else {}
     out["scales"] = []
