@@ -65,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run in ~3 minutes: 3 LoCoMo conversations, all CoSQA, speed at 5k notes only, "
+        help="smoke run in ~3 minutes: 2 LoCoMo conversations, all CoSQA, speed at 5k notes only, "
         "baselines without the ablations",
     )
     p.add_argument(

@@ -256,7 +256,7 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
     the first is the default configuration) plus deep_search if the tool exists."""
     convs = load(ctx.data / "locomo10.json")
     if ctx.quick:
-        convs = convs[:3]
+        convs = convs[:2]
     out: dict[str, Any] = {
         "conversations": len(convs),
         "questions": sum(len(c.questions) for c in convs),
