@@ -570,12 +570,25 @@ class MemoryService:
         rf = rf or RecallFilter()
         flt = self.build_filter(rf)
         qvec = query_vector if query_vector is not None else self.embedder.embed_query(query).tolist()
-        cands = self._retrieve(qvec, query, flt, top_k)
-        if rf.confidence_min is not None:
-            cands = [c for c in cands if c.similarity is not None and c.similarity >= rf.confidence_min]
+        cands = self.recall(qvec, query, flt, top_k, rf.confidence_min)
         if stamp:
             self.stamp_access([c.payload["zk_id"] for c in cands])
         return [_hit(c) for c in cands]
+
+    def recall(
+        self,
+        qvec: Sequence[float],
+        query: str,
+        flt: Filter,
+        limit: int,
+        confidence_min: float | None = None,
+    ) -> list[Candidate]:
+        """The fused (and reranked) candidates of one search, without those whose dense
+        similarity is below ``confidence_min`` (a hit the dense leg did not see has none)."""
+        cands = self._retrieve(qvec, query, flt, limit)
+        if confidence_min is None:
+            return cands
+        return [c for c in cands if c.similarity is not None and c.similarity >= confidence_min]
 
     def _retrieve(self, qvec: Sequence[float], query: str, flt: Filter, limit: int) -> list[Candidate]:
         # Notes are searched through the index: the bench's "no exact search" ablation gave the

@@ -51,9 +51,9 @@ def register(mcp: Any, call: Any) -> None:
     ) -> dict[str, Any]:
         """Multi-hop search for complex or causal questions ("why does X break?", "how did
         we solve Y?"): searches, follows links from what it found, and searches again near
-        what it found (for notes not found yet). Each result says which hop found it and through which link (via,
-        relation). Takes the same filters as search_memory, applied to every hop. For
-        simple lookups use search_memory."""
+        what it found, for notes not found yet. Each result says which hop found it and
+        through which link (via, relation). Takes the same filters as search_memory, applied
+        to every hop. For simple lookups use search_memory."""
 
         args = locals()
 

@@ -128,9 +128,7 @@ def _search(
     confidence_min: float | None,
 ) -> list[tuple[dict[str, Any], float, str]]:
     """(payload, fused score, point id) of the hits of one hybrid search."""
-    cands = memory._retrieve(qvec.tolist(), query, flt, top_k)
-    if confidence_min is not None:
-        cands = [c for c in cands if c.similarity is not None and c.similarity >= confidence_min]
+    cands = memory.recall(qvec.tolist(), query, flt, top_k, confidence_min)
     return [(c.payload, c.score, c.id) for c in cands]
 
 
