@@ -18,7 +18,11 @@ Hierarchy::
     ├── StoreError                  STORE_ERROR: the vector store failed
     ├── LLMError                    LLM_ERROR: the chat model failed (never raised into a tool call)
     ├── ParseError                  PARSE_FAILED: a document could not be parsed
-    └── Conflict                    CONFLICT: the operation clashes with current state
+    ├── Conflict                    CONFLICT: the operation clashes with current state
+    ├── Forbidden                   FORBIDDEN: the caller may not reach this path or object
+    ├── DiskFull                    DISK_FULL: not enough free space; the write was refused
+    ├── StoreDamaged                STORE_DAMAGED: the store lost data; restore a snapshot
+    └── ActionInProgress            ACTION_IN_PROGRESS: the same maintenance run is going on
 """
 
 from __future__ import annotations
@@ -103,3 +107,19 @@ class ParseError(BrainError):
 
 class Conflict(BrainError):
     code = "CONFLICT"
+
+
+class Forbidden(BrainError):
+    code = "FORBIDDEN"
+
+
+class DiskFull(BrainError):
+    code = "DISK_FULL"
+
+
+class StoreDamaged(BrainError):
+    code = "STORE_DAMAGED"
+
+
+class ActionInProgress(Conflict):
+    code = "ACTION_IN_PROGRESS"
