@@ -1,0 +1,355 @@
+"""Every registered tool, run as another user and as a sibling agent, against alice's data.
+
+A brain holds alice/a1's notes (shared and private, fleeting and permanent, near-duplicates
+that consolidation would cluster), a session handoff, a mistake, two uploaded documents
+(shared and private), two source folders (shared and private) and the orphans of a third.
+Then bob/b1 calls every tool the server lists (``list_tools``: a tool added later without
+arguments here fails the test), aimed at alice's ids wherever a tool takes one, and
+alice/a2 calls them aimed at a1's private objects. No output may hold a marker string of
+data its caller must not see, every mutation of such an object fails with the not-found
+code of its kind (exactly what an unknown id gets), and alice's data is unchanged after.
+Positive controls: alice sees all of it, and a2 sees a1's shared data.
+
+Identity is set per call by a middleware in front of the real tool gate (the in-process
+client has no bearer token); test_http_tenancy.py covers the real token path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware import Middleware, MiddlewareContext
+
+from brain.app import Brain
+from brain.identity import Identity, acting_as
+from brain.vector_store import scroll_all
+
+ALICE = Identity("alice", "a1")
+SIBLING = Identity("alice", "a2")
+BOB = Identity("bob", "b1")
+
+# One marker word per object, so a leak names what leaked.
+SHARED = {
+    "note_shared_perm": "amkshperm",
+    "note_shared_fleet": "amkshfleet",
+    "dup_one": "amkdupone",
+    "handoff": "amkhandoff",
+    "mistake": "amkmistake",
+    "doc_shared": "amkdocshared",
+    "src_shared": "amksrcshared",
+}
+PRIVATE = {
+    "note_private_perm": "amkprperm",
+    "note_private_fleet": "amkprfleet",
+    "doc_private": "amkdocprivate",
+    "src_private": "amksrcprivate",
+}
+ALL_WORDS = " ".join([*SHARED.values(), *PRIVATE.values()])
+
+
+class ActAs(Middleware):
+    """Sets the caller of each tool call, as the HTTP token middleware does."""
+
+    def __init__(self) -> None:
+        self.who = ALICE
+
+    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+        with acting_as(self.who):
+            return await call_next(context)
+
+
+@dataclass
+class World:
+    brain: Brain
+    client: Client
+    caller: ActAs
+    ids: dict[str, str] = field(default_factory=dict)
+    bob_dir: Path = Path()
+    tmp: Path = Path()
+
+    async def call(self, who: Identity, name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        """(ok, text of the result or the error)."""
+        self.caller.who = who
+        try:
+            res = await self.client.call_tool(name, args)
+        except ToolError as exc:
+            return False, str(exc)
+        return True, json.dumps(res.structured_content or res.data, default=str)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+async def world(brain: Brain, tmp_path: Path) -> AsyncIterator[World]:
+    from mcp_server import create_server
+
+    server = create_server(brain=brain)
+    caller = ActAs()
+    server.add_middleware(caller)
+    async with Client(server) as client:
+        w = World(brain, client, caller, tmp=tmp_path)
+        await _populate(w)
+        yield w
+
+
+async def _ok(w: World, tool: str, /, **args: Any) -> dict[str, Any]:
+    w.caller.who = ALICE
+    res = await w.client.call_tool(tool, args)
+    return dict(res.structured_content or {})
+
+
+async def _populate(w: World) -> None:
+    ids = w.ids
+    for key, memory_type, visibility in (
+        ("note_shared_perm", "permanent", "shared"),
+        ("note_shared_fleet", "fleeting", "shared"),
+        ("note_private_perm", "permanent", "private"),
+        ("note_private_fleet", "fleeting", "private"),
+    ):
+        word = {**SHARED, **PRIVATE}[key]
+        res = await _ok(w, "add_memory", content=f"{word} decision about the {word} cache",
+                        memory_type=memory_type, visibility=visibility, pinned=False)
+        ids[key] = res["note"]["zk_id"]
+    # Two near-duplicates: a consolidation dry run proposes them as one cluster.
+    for key in ("dup_one", "dup_two"):
+        res = await _ok(w, "add_memory", content="amkdupone retry budget is three attempts",
+                        project="general")
+        ids[key] = res["note"]["zk_id"]
+    handoff = await _ok(w, "close_session", project="general", objective="amkhandoff objective",
+                        next_steps=["amkhandoff next step"])
+    ids["handoff"] = handoff["open_thread"]["zk_id"]
+    mistake = await _ok(w, "record_failure", content="amkmistake ImportError on start",
+                        project="general", failure_signature="amk:ImportError")
+    ids["mistake"] = mistake["note"]["zk_id"]
+    # An archived note, so restore_note has something of alice's to aim at.
+    arch = await _ok(w, "add_memory", content="amkshperm archived side note")
+    ids["archived"] = arch["note"]["zk_id"]
+    w.brain.memory.archive(ids["archived"])
+    for key, vis in (("doc_shared", "shared"), ("doc_private", "private")):
+        word = {**SHARED, **PRIVATE}[key]
+        doc = _write(w.tmp / f"{key}.md", f"# {word} report\n\n{word} quarterly figures.\n")
+        rec = await _ok(w, "ingest_file", path=str(doc), visibility=vis)
+        ids[key] = rec["id"]
+        with acting_as(ALICE):
+            assert w.brain.files.wait(rec["id"], 60)["status"] == "ready"
+    for key, vis in (("src_shared", "shared"), ("src_private", "private"), ("src_gone", "shared")):
+        word = {**SHARED, **PRIVATE}.get(key, "amksrcgone")
+        root = w.tmp / key
+        _write(root / "notes.md", f"# {word}\n\n{word} deployment notes.\n")
+        added = await _ok(w, "add_source", path=str(root), name=f"{word}-src", trigger="manual",
+                          visibility=vis)
+        ids[key] = added["source"]["id"]
+        done = await _ok(w, "sync_source", source=ids[key], wait=True)
+        assert done["status"] == "done", done
+        ids[f"job_{key}"] = done["job_id"]
+    # Removed without purge: its points are alice's orphans.
+    await _ok(w, "remove_source", source=ids["src_gone"])
+    w.bob_dir = w.tmp / "bobs"
+    _write(w.bob_dir / "bob.md", "bob's own notes about nothing in particular\n")
+    clusters = await _ok(w, "consolidate_clusters", project="general", dry_run=True)
+    ids["cluster"] = clusters["clusters"][0]["cluster_id"]
+    # 100 days on: alice's untouched notes are stale, so archival would take them.
+    w.brain.clock.advance(days=100)  # type: ignore[attr-defined]
+
+
+def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
+           job: str, bob_dir: Path, project: str,
+           signature: str = "amk:ImportError") -> dict[str, list[dict[str, Any]]]:
+    """Arguments for every tool, aimed at the given objects of alice's."""
+    q = {"query": ALL_WORDS}
+    return {
+        "add_memory": [{"content": "a note of the other caller", "project": "general"}],
+        "update_memory": [{"zk_id": note, "new_content": "overwritten"}],
+        "search_memory": [{**q, "top_k": 100, "include_fleeting": True, "all_projects": True,
+                           "include_contextual": True, "include_siblings": True,
+                           "include_files": True, "files_threshold": -1}],
+        "get_related": [{"zk_id": note, "depth": 3}],
+        "distill_to_permanent": [{"zk_id": fleeting}],
+        "restore_note": [{"zk_id": ids["archived"]}],
+        "forget_memory": [{"zk_id": note}],
+        "brain_stats": [{}],
+        "open_session": [{"project": "general"}],
+        "get_session_context": [{"project": "general"}],
+        "get_inbox": [{}, {"project": "general"}],
+        "close_session": [{"project": project, "objective": "the other caller's session"}],
+        "record_failure": [{"content": "other ImportError", "project": "general",
+                            "failure_signature": signature}],
+        "record_resolution": [{"failure_zk_id": ids["mistake"], "fix_content": "a fix"}],
+        "preflight_check": [{"task": ALL_WORDS, "top_k": 50}],
+        "archive_stale_notes": [{"dry_run": True}, {"dry_run": False}],
+        "decay_report": [{"limit": 500}],
+        "deep_search": [{**q, "top_k": 100, "include_fleeting": True, "all_projects": True,
+                         "include_contextual": True, "include_siblings": True}],
+        "consolidate_clusters": [{"project": "general", "dry_run": True},
+                                 {"project": "general", "dry_run": False,
+                                  "selected_cluster_ids": [ids["cluster"]]}],
+        "brain_capabilities": [{}],
+        "add_source": [{"path": str(bob_dir), "name": "other-src", "trigger": "manual"}],
+        "list_sources": [{}],
+        "update_source": [{"source": src, "name": "renamed"}],
+        "remove_source": [{"source": src, "purge": True}],
+        "sync_source": [{"source": src}],
+        "sync_status": [{"job_id": job}, {"source": src}, {}],
+        "cancel_sync": [{"job_id": job}, {"source": src}],
+        "fs_search": [{**q, "search_mode": "semantic", "limit": 200},
+                      {"query": "", "search_mode": "filter", "limit": 200},
+                      {**q, "search_mode": "filter", "limit": 200},
+                      {"query": "amk", "search_mode": "grep", "limit": 200}],
+        "rescan_source": [{"source": src}],
+        "reset_source_state": [{"source": src}],
+        "reembed": [{"source": src}],
+        "repair_orphans": [{"dry_run": True}, {"dry_run": False}],
+        "ingest_file": [{"path": str(bob_dir / "bob.md")}],
+        "search_files": [{**q, "limit": 30, "threshold": -1}],
+        "list_files": [{}],
+        "get_file": [{"file_id": doc}],
+        "reprocess_file": [{"file_id": doc}],
+        "delete_file": [{"file_id": doc}],
+    }
+
+
+# What a refused call on a foreign object must say: the code an unknown id gets.
+NOT_FOUND = {
+    "update_memory": "NOTE_NOT_FOUND", "get_related": "NOTE_NOT_FOUND",
+    "distill_to_permanent": "NOTE_NOT_FOUND", "restore_note": "NOTE_NOT_FOUND",
+    "forget_memory": "NOTE_NOT_FOUND", "record_resolution": "NOTE_NOT_FOUND",
+    "get_file": "FILE_NOT_FOUND", "reprocess_file": "FILE_NOT_FOUND",
+    "delete_file": "FILE_NOT_FOUND",
+    "update_source": "SOURCE_NOT_FOUND", "remove_source": "SOURCE_NOT_FOUND",
+    "sync_source": "SOURCE_NOT_FOUND", "rescan_source": "SOURCE_NOT_FOUND",
+    "reset_source_state": "SOURCE_NOT_FOUND", "reembed": "SOURCE_NOT_FOUND",
+}  # fmt: skip
+
+
+STAMPS = ("access_count", "last_accessed", "last_accessed_ts", "salience")
+
+
+def _snapshot(brain: Brain, stamps: bool = True) -> dict[str, Any]:
+    """Everything of alice/a1's: store points, file records, source records. Without
+    ``stamps``, access stamps do not count (a sibling's search of shared notes sets them)."""
+    brain.memory.flush_stamps()
+    points = {p.id: {k: v for k, v in p.payload.items() if stamps or k not in STAMPS}
+              for p in scroll_all(brain.store, None)
+              if p.payload.get("user_id") == "alice" and p.payload.get("agent_id") == "a1"}
+    files = {r["id"]: r for r in brain.files.records.list()}
+    sources = {r.id: r.to_dict() for r in brain.sources.registry.list()}
+    return {"points": points, "files": files, "sources": sources}
+
+
+def _strip_args(text: str, args: dict[str, Any]) -> str:
+    """An error may echo the caller's own argument (an id it passed): that is no leak."""
+    for value in args.values():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and v:
+                text = text.replace(v, "")
+    return text
+
+
+async def _run_all(w: World, who: Identity, aimed: dict[str, list[dict[str, Any]]],
+                   forbidden: dict[str, str]) -> list[str]:
+    tools = {t.name for t in await w.client.list_tools()}
+    assert tools == set(aimed), (
+        f"tools without a tenancy case: {sorted(tools - set(aimed))}; "
+        f"cases for tools that are gone: {sorted(set(aimed) - tools)}"
+    )
+    problems: list[str] = []
+    for name in sorted(tools):
+        for args in aimed[name]:
+            ok, text = await w.call(who, name, args)
+            seen = _strip_args(text, args)
+            for what, marker in forbidden.items():
+                if marker in seen:
+                    problems.append(f"{name}({args}) shows {what}: {text[:300]}")
+            want = NOT_FOUND.get(name)
+            if want and (ok or f"[{want}]" not in text):
+                problems.append(f"{name}({args}) should fail with {want}, got {text[:300]}")
+    return problems
+
+
+async def test_another_user_sees_and_changes_nothing_through_any_tool(world: World) -> None:
+    w, ids = world, world.ids
+    before = _snapshot(w.brain)
+    forbidden = {**SHARED, **PRIVATE, **{f"id {k}": v for k, v in ids.items()}}
+    aimed = _aimed(ids, ids["note_shared_perm"], ids["note_shared_fleet"], ids["doc_shared"],
+                   ids["src_shared"], ids["job_src_shared"], w.bob_dir, "general")
+    problems = await _run_all(w, BOB, aimed, forbidden)
+    assert not problems, "\n".join(problems)
+    with acting_as(BOB):
+        w.brain.sources.wait_idle(30)
+    assert _snapshot(w.brain) == before
+    # Names are per user: alice's source name is free for bob (a conflict would tell him
+    # it exists).
+    second = _write(w.tmp / "bobs2" / "b.md", "more of bob's notes\n").parent
+    ok, text = await w.call(BOB, "add_source", {"path": str(second), "name": "amksrcshared-src",
+                                                "trigger": "manual"})
+    assert ok, text
+    await _alice_sees_her_own(w)
+
+
+async def test_a_sibling_agent_never_reaches_private_data(world: World) -> None:
+    w, ids = world, world.ids
+    before = _snapshot(w.brain, stamps=False)
+    forbidden = {**PRIVATE, **{f"id {k}": ids[k] for k in PRIVATE}}
+    # Aimed at a1's private objects; the session goes to another project, since a1's
+    # handoff in "general" is shared with its sibling by design.
+    aimed = _aimed(ids, ids["note_private_perm"], ids["note_private_fleet"],
+                   ids["doc_private"], ids["src_private"], ids["job_src_private"], w.bob_dir,
+                   "sibling-project", signature="sibling:Error")
+    aimed["archive_stale_notes"] = [{"dry_run": True}]  # applying would archive shared notes
+    aimed["repair_orphans"] = [{"dry_run": True}]
+    aimed["consolidate_clusters"] = [{"project": "general", "dry_run": True}]
+    aimed["record_resolution"] = [{"failure_zk_id": ids["note_private_perm"],
+                                   "fix_content": "a fix"}]
+    aimed["restore_note"] = [{"zk_id": ids["note_private_perm"]}]
+    aimed["sync_status"] = [{"job_id": ids["job_src_private"]}, {"source": ids["src_private"]},
+                            {}]
+    aimed["cancel_sync"] = [{"job_id": ids["job_src_private"]}, {"source": ids["src_private"]}]
+    problems = await _run_all(w, SIBLING, aimed, forbidden)
+    assert not problems, "\n".join(problems)
+    # Positive control: the sibling does see a1's shared data.
+    shown = " ".join([
+        (await w.call(SIBLING, "get_inbox", {}))[1],
+        (await w.call(SIBLING, "list_files", {}))[1],
+        (await w.call(SIBLING, "list_sources", {}))[1],
+        (await w.call(SIBLING, "decay_report", {"limit": 500}))[1],
+    ])
+    for word in ("amkshfleet", "amkdocshared", "amksrcshared"):
+        assert word in shown, word
+    w.brain.sources.wait_idle(30)
+    assert _snapshot(w.brain, stamps=False) == before
+
+
+async def _alice_sees_her_own(w: World) -> None:
+    """The zeros above are not vacuous: the same calls as alice show her data."""
+    seen = " ".join([
+        (await w.call(ALICE, "open_session", {"project": "general"}))[1],
+        (await w.call(ALICE, "get_inbox", {}))[1],
+        (await w.call(ALICE, "decay_report", {"limit": 500}))[1],
+        (await w.call(ALICE, "list_files", {}))[1],
+        (await w.call(ALICE, "search_files", {"query": ALL_WORDS, "threshold": -1,
+                                              "limit": 30}))[1],
+        (await w.call(ALICE, "list_sources", {}))[1],
+        (await w.call(ALICE, "fs_search", {"query": "amk", "search_mode": "grep",
+                                           "limit": 200}))[1],
+        (await w.call(ALICE, "fs_search", {"query": ALL_WORDS, "limit": 200}))[1],
+        (await w.call(ALICE, "consolidate_clusters", {"project": "general"}))[1],
+    ])
+    for what, word in {**SHARED, **PRIVATE}.items():
+        assert word in seen, f"alice does not see her own {what}"
+    ok, text = await w.call(ALICE, "get_file", {"file_id": w.ids["doc_private"]})
+    assert ok and "amkdocprivate" not in text  # a record, no content: found is enough
+    ok, _ = await w.call(ALICE, "sync_status", {"job_id": w.ids["job_src_shared"]})
+    assert ok
+    ok, text = await w.call(ALICE, "repair_orphans", {"dry_run": True})
+    assert ok and w.ids["src_gone"] in text
