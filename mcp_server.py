@@ -25,9 +25,10 @@ from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brain import rerank  # noqa: E402
+from brain import rerank, tenancy  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
+from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface.recall import (  # noqa: E402
@@ -112,11 +113,16 @@ def create_server(
                                 "http" if http else "stdio")
 
     async def call(fn: Callable[[Brain], T]) -> T:
+        """The one gate every tool goes through: the call always runs as a named caller
+        (its HTTP token's or forwarded identity, else the settings identity over stdio),
+        so every service filters for it (brain/tenancy.py)."""
         if state.brain is None:
             raise ToolError("[NOT_READY] the brain is still starting; retry in a moment")
         b = state.brain
+        caller = tenancy.caller(tenancy.settings_identity(b.settings))
         try:
-            return await anyio.to_thread.run_sync(functools.partial(fn, b))
+            with acting_as(caller):  # worker threads inherit it: anyio copies the context
+                return await anyio.to_thread.run_sync(functools.partial(fn, b))
         except BrainError as exc:
             raise ToolError(str(exc)) from exc
 

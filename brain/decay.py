@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from brain import tenancy
 from brain.clock import iso
 from brain.errors import InvalidArgument
 from brain.notes import point_id
@@ -98,13 +99,20 @@ class DecayService:
     def _now(self) -> datetime:
         return self.brain.clock.now()
 
-    def _scan(self, page_size: int, *, unpinned: bool) -> Iterator[dict[str, Any]]:
+    def _scan(
+        self, page_size: int, *, unpinned: bool, everyone: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """Live notes, paged: the caller's own (tenancy), or ``everyone``'s for the
+        process's own upkeep (workers, the weekly CLI routine), never for a tool."""
         if not isinstance(page_size, int) or page_size < 1:
             raise InvalidArgument("page_size must be a positive integer", field="page_size")
+        flt = LIVE_FILTER
+        if not everyone:
+            flt = flt.and_(*tenancy.conditions(tenancy.resolve(self.brain.settings)))
         # forgotten / pinned are checked here, not in the filter: boolean matches are not
         # reliable on every backend (qdrant-edge-py 0.9 turns True into 1).
         self.brain.memory.flush_stamps()  # access counts decide archival
-        for pt in scroll_all(self.brain.store, LIVE_FILTER, page=page_size):
+        for pt in scroll_all(self.brain.store, flt, page=page_size):
             p = pt.payload
             if not p.get("forgotten") and not (unpinned and p.get("pinned")):
                 yield p
@@ -120,12 +128,15 @@ class DecayService:
         )
 
     # ------------------------------------------------------------------ archival
-    def archive_stale_notes(self, dry_run: bool = True, page_size: int = 512) -> dict[str, Any]:
-        """Archive every stale note (see the module doc), paging through the whole store."""
+    def archive_stale_notes(
+        self, dry_run: bool = True, page_size: int = 512, *, everyone: bool = False
+    ) -> dict[str, Any]:
+        """Archive every stale note of the caller (see the module doc; ``everyone``: of
+        every user, for the weekly routine), paging through the store."""
         now_ts = self._now().timestamp()
         stale: list[dict[str, Any]] = []
         scanned = 0
-        for payload in self._scan(page_size, unpinned=True):
+        for payload in self._scan(page_size, unpinned=True, everyone=everyone):
             scanned += 1
             s = decay_score(payload, now_ts, self.policy)
             if self.is_stale(payload, s):
@@ -176,7 +187,7 @@ class DecayService:
         now_ts = self._now().timestamp()
         half_life = self.policy.half_life_days * DAY
         changed = scanned = 0
-        for payload in self._scan(page_size, unpinned=True):
+        for payload in self._scan(page_size, unpinned=True, everyone=True):
             scanned += 1
             since = max(float(payload.get("salience_ts") or 0.0), last_touch_ts(payload))
             elapsed = now_ts - since

@@ -490,7 +490,7 @@ class MaintenanceService:
 
     # ------------------------------------------------------------------ weekly
     def weekly(self, apply: bool = False, progress: bool = False) -> dict[str, Any]:
-        archive = self.brain.decay.archive_stale_notes(dry_run=not apply)
+        archive = self.brain.decay.archive_stale_notes(dry_run=not apply, everyone=True)
         reclaim = self.brain.decay.reclaim_forgotten() if apply else None
         health = self.check_health(progress)
         return {

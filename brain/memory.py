@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from brain import tenancy
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
 from brain.embedder import Embedder, embed_passages
@@ -21,14 +22,11 @@ from brain.enrich import enrich
 from brain.errors import Conflict, ContentTooLarge, InvalidArgument, NoteNotFound
 from brain.graph import LinkGraph
 from brain.identity import Identity
-from brain.identity import current as current_identity
-from brain.identity import resolve as resolve_identity
 from brain.notes import (
     CONTEXTUAL_KINDS,
     MEMORY_TYPES,
     NOTE_KINDS,
     RELATIONS,
-    VISIBILITIES,
     ZK_ID_RE,
     new_zk_id,
     normalise_zk_id,
@@ -186,7 +184,7 @@ class MemoryService:
     # ------------------------------------------------------------------ helpers
     @property
     def identity(self) -> Identity:
-        return resolve_identity(self.cfg.user_id, self.cfg.agent_id)
+        return tenancy.caller(Identity(self.cfg.user_id, self.cfg.agent_id))
 
     def _emit(self, event: str, payload: dict[str, Any]) -> None:
         for listener in self.listeners:
@@ -219,7 +217,7 @@ class MemoryService:
             raise NoteNotFound(f"no note {zk_id}: check the id (search_memory lists ids)",
                                zk_id=zk_id)
         payload = pts[0].payload
-        if current_identity.get() is not None and not self.visible(payload):
+        if tenancy.in_call() and not self.visible(payload):
             # A caller with its own identity (HTTP token, proxied agent) never reaches
             # another user's notes or a sibling agent's private ones, even by id.
             raise NoteNotFound(f"no note {zk_id}: check the id (search_memory lists ids)",
@@ -260,7 +258,7 @@ class MemoryService:
         project = check_project(project or self.cfg.default_project)
         _require_enum(memory_type, ("fleeting", "permanent"), "memory_type")
         _require_enum(note_kind, NOTE_KINDS, "note_kind")
-        _require_enum(visibility, VISIBILITIES, "visibility")
+        tenancy.check_visibility(visibility)
         if tags is not None and (not isinstance(tags, (list, tuple)) or
                                  not all(isinstance(t, str) and t.strip() for t in tags)):
             raise InvalidArgument("tags must be a list of non-empty strings", field="tags")
@@ -336,7 +334,7 @@ class MemoryService:
                 payload["links"].append(target)
                 payload["link_types"][target] = relation
             if memory_type == "permanent" and autolink:
-                for hit in self._link_candidates(dense, project, exclude=zk_id):
+                for hit in self._link_candidates(dense, project, zk_id, visibility):
                     z = hit.payload["zk_id"]
                     if z not in payload["links"]:
                         payload["links"].append(z)
@@ -352,21 +350,17 @@ class MemoryService:
         return WriteResult(public_note(payload), redacted, linked)
 
     def _tenancy(self) -> tuple[Any, ...]:
-        """Conditions that keep a caller to its own user's notes and away from the private
-        notes of sibling agents."""
-        ident = self.identity
-        return (Match("user_id", ident.user_id),
-                Filter(should=(Match("visibility", "shared"), Match("agent_id", ident.agent_id))))
+        """Conditions that keep the caller to what it may see (brain/tenancy.py)."""
+        return tenancy.conditions(self.identity)
 
     def visible(self, payload: dict[str, Any]) -> bool:
-        ident = self.identity
-        return payload.get("user_id", ident.user_id) == ident.user_id and (
-            payload.get("visibility", "shared") == "shared"
-            or payload.get("agent_id") == ident.agent_id)
+        return tenancy.visible(payload, self.identity)
 
-    def _link_candidates(self, dense: Sequence[float], project: str, exclude: str) -> list[Any]:
+    def _link_candidates(
+        self, dense: Sequence[float], project: str, exclude: str, visibility: str = "shared"
+    ) -> list[Any]:
         flt = NOTE_FILTER.and_(Match("project", project), Match("memory_type", "permanent"),
-                               *self._tenancy())
+                               *self._tenancy(), *tenancy.linkable(visibility))
         hits = self.store.query_dense(dense, flt, self.cfg.link_candidates + 1)
         return [h for h in hits if h.payload.get("zk_id") != exclude
                 and h.score >= self.cfg.link_threshold][: self.cfg.link_candidates]
@@ -382,7 +376,7 @@ class MemoryService:
             p = tgt.payload
             relation = payload["link_types"].get(p["zk_id"], "related")
             linked.append({"zk_id": p["zk_id"], "relation": relation, "title": p.get("title", "")})
-            if zk_id in p.get("links", []):
+            if zk_id in p.get("links", []) or not tenancy.may_link(p, payload):
                 continue
             back = relation if relation in ("related", "contradicts") else "related"
             new_links = [*p.get("links", []), zk_id]
@@ -400,7 +394,8 @@ class MemoryService:
         _require_enum(relation, RELATIONS, "relation")
         with self._write_lock:
             p = self.get_payload(src)
-            self.get_payload(dst)
+            if not tenancy.may_link(p, self.get_payload(dst)):
+                return  # a shared note never names a private one
             links = list(p.get("links", []))
             types = dict(p.get("link_types", {}))
             if dst not in links:
@@ -475,7 +470,8 @@ class MemoryService:
             dense = self.embed_notes([payload])[0].tolist()
             links = list(payload.get("links", []))
             types = dict(payload.get("link_types", {}))
-            for hit in self._link_candidates(dense, payload["project"], exclude=p["zk_id"]):
+            for hit in self._link_candidates(dense, payload["project"], p["zk_id"],
+                                             payload.get("visibility", "shared")):
                 z = hit.payload["zk_id"]
                 if z not in links:
                     links.append(z)
@@ -547,11 +543,8 @@ class MemoryService:
             must.append(Range("salience", gte=float(rf.min_salience)))
         if rf.fingerprint_match:
             must.append(Match("embed_model", self.meta.model))
-        if rf.include_siblings:
-            must.append(Match("user_id", self.identity.user_id))
-        else:
-            # Private notes of sibling agents stay invisible unless asked for.
-            must.extend(self._tenancy())
+        # Private notes of sibling agents stay invisible unless asked for.
+        must.extend(tenancy.conditions(self.identity, siblings=rf.include_siblings))
         for rule in rf.custom:
             must.append(_custom_condition(rule))
         base = NOTE_FILTER
@@ -665,13 +658,17 @@ class MemoryService:
         return (p.payload for p in scroll_all(self.store, base, page=page))
 
     def stats(self) -> dict[str, Any]:
-        by_type = {t: self.store.count(Filter(must=(Match("kind", "note"), Match("memory_type", t)),
+        """Counts of the calling tool's notes (another user's are none of its business); the
+        CLI, outside any call, counts every note."""
+        scope = self._tenancy() if tenancy.in_call() else ()
+        mine = Filter(must=(Match("kind", "note"), *scope))
+        by_type = {t: self.store.count(Filter(must=(*mine.must, Match("memory_type", t)),
                                               must_not=(Match("forgotten", True),)))
                    for t in MEMORY_TYPES}
-        live = Filter(must=(Match("kind", "note"),), must_not=(Match("forgotten", True),
-                                                              Match("memory_type", "archived")))
+        live = Filter(must=mine.must, must_not=(Match("forgotten", True),
+                                                Match("memory_type", "archived")))
         by_kind = {k: self.store.count(live.and_(Match("note_kind", k))) for k in NOTE_KINDS}
-        forgotten = self.store.count(Filter(must=(Match("kind", "note"), Match("forgotten", True))))
+        forgotten = self.store.count(Filter(must=(*mine.must, Match("forgotten", True))))
         return {
             "notes": sum(by_type.values()),
             "by_memory_type": by_type,

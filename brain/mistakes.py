@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from brain import tenancy
 from brain.clock import iso
 from brain.errors import InvalidArgument
 from brain.memory import MAX_TOP_K, RecallFilter, check_project, check_top_k
@@ -69,6 +70,7 @@ class MistakeService:
                 Match("project", project),
                 Match("failure_signature", signature),
                 MatchAny("memory_type", ("fleeting", "permanent")),
+                *tenancy.conditions(self.memory.identity),  # another user's failure is not this one's
             )
         )
         # forgotten is checked here: boolean matches are not reliable on qdrant-edge-py 0.9.
@@ -182,6 +184,7 @@ class MistakeService:
             public_note(p.payload)
             for p in pts
             if p.payload.get("kind") == "note"
+            and self.memory.visible(p.payload)
             and not p.payload.get("forgotten")
             and p.payload.get("memory_type") != "archived"
         ]

@@ -18,6 +18,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from brain import tenancy
 from brain.clock import iso
 from brain.errors import InvalidArgument
 from brain.memory import check_project
@@ -60,6 +61,10 @@ class SessionService:
     def memory(self) -> Any:
         return self.brain.memory
 
+    def _tenancy(self) -> tuple[Any, ...]:
+        """Only the caller's notes: its user's, without sibling agents' private ones."""
+        return tenancy.conditions(tenancy.resolve(self.brain.settings))
+
     def _notes(
         self,
         project: str,
@@ -78,6 +83,7 @@ class SessionService:
         if kinds:
             must.append(MatchAny("note_kind", tuple(kinds)))
         must += [Match(k, v) for k, v in match.items()]
+        must += self._tenancy()
         # forgotten / pinned are checked here, not in the filter: boolean matches are not
         # reliable on every backend (qdrant-edge-py 0.9 turns True into 1).
         flt = Filter(must=tuple(must))
@@ -132,7 +138,8 @@ class SessionService:
         """Fleeting notes to distill, oldest first, with their age in days."""
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
             raise InvalidArgument("limit must be 1..500", field="limit")
-        must: list[Any] = [Match("kind", "note"), Match("memory_type", "fleeting")]
+        must: list[Any] = [Match("kind", "note"), Match("memory_type", "fleeting"),
+                           *self._tenancy()]
         if project is not None:
             must.append(Match("project", check_project(project)))
         flt = Filter(must=tuple(must))

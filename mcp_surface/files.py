@@ -19,12 +19,15 @@ def register(mcp: Any, call: Any) -> None:
     async def ingest_file(
         path: Annotated[str, Field(min_length=1, description="Path of a document on this machine")],
         project: Annotated[str | None, Field(description="Project to file it under")] = None,
+        visibility: Annotated[Literal["shared", "private"], Field(
+            description="shared: every agent of your user finds it; private: only this agent"
+        )] = "shared",
     ) -> dict[str, Any]:
         """Upload a document (PDF, DOCX, HTML, Markdown, text; at most 50 MB) so its passages
         can be searched with search_files. Returns at once with status 'processing'; poll
         get_file until 'ready' (or 'failed' with a reason). The same bytes uploaded again
         return the existing record with deduped=true."""
-        return await call(lambda b: b.files.ingest(path, project))
+        return await call(lambda b: b.files.ingest(path, project, visibility))
 
     @mcp.tool(annotations=PURE_READ)
     async def search_files(

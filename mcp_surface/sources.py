@@ -32,6 +32,9 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         interval_s: Annotated[
             float | None, Field(ge=10, description="For trigger=interval")
         ] = None,
+        visibility: Annotated[Literal["shared", "private"], Field(
+            description="shared: every agent of your user searches it; private: only this agent"
+        )] = "shared",
     ) -> dict[str, Any]:
         """Index a folder so fs_search finds its files by meaning, metadata or text. 'auto'
         watches it and re-indexes changed files within seconds; 'manual' syncs only on
@@ -39,7 +42,8 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         node_modules and build output are never indexed. Starts a first sync job."""
         return await call(
             lambda b: b.sources.add(
-                path, name, project, trigger, exclude, include, max_scan_files, interval_s
+                path, name, project, trigger, exclude, include, max_scan_files, interval_s,
+                visibility=visibility,
             )
         )
 

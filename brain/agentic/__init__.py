@@ -24,12 +24,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from brain import tenancy
 from brain.agentic.deep_search import deep_search
 from brain.agentic.enrichment import EnrichConfig, Enricher, Interrupted, Paused, StepFailed
 from brain.agentic.obsidian import ObsidianMirror
 from brain.agentic.queue import Job, JobQueue
 from brain.errors import NoteNotFound
+from brain.identity import Identity, acting_as
 from brain.memory import RecallFilter
+from brain.notes import point_id
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +187,9 @@ class AgenticService:
     def _run(self, job: Job) -> None:
         assert self.queue is not None
         try:
-            outcome = self.enricher.run(job.zk_id)
+            # As the note's owner: its links and evolution stay within what it may see.
+            with acting_as(self._owner(job.zk_id)):
+                outcome = self.enricher.run(job.zk_id)
         except Paused as exc:
             self.jobs["paused"] += 1
             self.queue.retry(job.id, str(exc), self.poll_s, count_attempt=False)
@@ -206,6 +211,11 @@ class AgenticService:
         self.queue.complete(job.id)
         self.jobs["done"] += 1
         log.debug("enrichment of %s: %s", job.zk_id, outcome)
+
+    def _owner(self, zk_id: str) -> Identity:
+        default = tenancy.settings_identity(self.brain.settings)
+        pts = self.brain.store.retrieve([point_id(zk_id)])
+        return tenancy.owner_of(pts[0].payload, default) if pts else default
 
     # -- reporting --------------------------------------------------------------------------
     def queue_depth(self) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from brain import note_builder
+from brain import note_builder, tenancy
 from brain.errors import InvalidArgument
 from brain.memory import NOTE_FILTER, MemoryService, check_project
 from brain.notes import CONTEXTUAL_KINDS
@@ -161,7 +161,9 @@ def consolidate(
 
 
 def _load(memory: MemoryService, project: str) -> tuple[list[dict[str, Any]], np.ndarray]:
-    flt = NOTE_FILTER.and_(Match("project", project), Match("memory_type", "permanent"))
+    # The caller's notes only: a dry run shows titles, and applying archives the members.
+    flt = NOTE_FILTER.and_(Match("project", project), Match("memory_type", "permanent"),
+                           *tenancy.conditions(memory.identity))
     notes, rows = [], []
     for pt in scroll_all(memory.store, flt, with_vectors=True):
         p = pt.payload

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from brain import note_builder
+from brain import note_builder, tenancy
 from brain.enrich import enrich
 from brain.errors import NoteNotFound
 from brain.memory import NOTE_FILTER
@@ -143,7 +143,9 @@ class Enricher:
         pts = store.retrieve([point_id(note["zk_id"])], with_vectors=True)
         if not pts or pts[0].dense is None:
             return [], {}
-        flt = NOTE_FILTER.and_(Match("project", note["project"]), Match("memory_type", "permanent"))
+        flt = NOTE_FILTER.and_(Match("project", note["project"]), Match("memory_type", "permanent"),
+                               *tenancy.conditions(self.brain.memory.identity),
+                               *tenancy.linkable(note.get("visibility", "shared")))
         hits = store.query_dense(pts[0].dense, flt, self.cfg.link_candidates + 1)
         hits = [h for h in hits if h.payload.get("zk_id") != note["zk_id"]]
         hits = hits[: self.cfg.link_candidates]

@@ -27,11 +27,13 @@ from typing import Any
 import numpy as np
 import pathspec
 
+from brain import tenancy
 from brain.chunker import Chunk, chunk_text_ex
 from brain.clock import iso
 from brain.errors import BrainError, FileNotFound, FileTooLarge, InvalidArgument, ParseError
 from brain.files.parsers import ParsedDocument, page_for_offset, parse_document
 from brain.files.store import BlobStore, DuplicateContent, FileRecords
+from brain.identity import Identity
 from brain.redact import redact
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
 from brain.vector_store import Filter, Match, Point, scroll_all
@@ -49,7 +51,7 @@ _SECRET_FILES = pathspec.GitIgnoreSpec.from_lines(list(SECRET_EXCLUDES))
 _PUBLIC = (
     "id", "file_name", "file_size", "content_hash", "project", "status", "chunks_count",
     "reason", "format", "pages", "truncated", "redactions", "created_at", "updated_at",
-    "processing_s", "embed_model",
+    "processing_s", "embed_model", "visibility",
 )  # fmt: skip
 
 
@@ -70,10 +72,9 @@ class FilesService:
         self.brain = brain
         self.store = brain.store
         self.embedder = embedder or brain.embedder
-        self.user_id = brain.settings.identity.user_id
         self.root = Path(brain.home) / "files"
         self.blobs = BlobStore(self.root)
-        self.records = FileRecords(self.root / "files.db")
+        self.records = FileRecords(self.root / "files.db", tenancy.settings_identity(brain.settings))
         # Held while checking a record and writing its points, and by reprocess/delete.
         self._write_lock = threading.RLock()
         self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
@@ -109,8 +110,18 @@ class FilesService:
             self.records.close()
 
     # ---------------------------------------------------------------- upload
-    def ingest(self, path: str | Path, project: str | None = None) -> dict[str, Any]:
+    @property
+    def caller(self) -> Identity:
+        """Who is asking: every record and passage is filtered for it (brain/tenancy.py)."""
+        return tenancy.resolve(self.brain.settings)
+
+    def ingest(
+        self, path: str | Path, project: str | None = None, visibility: str = tenancy.SHARED
+    ) -> dict[str, Any]:
         """Store a document and queue it for indexing; returns its record at once."""
+        who = self.caller
+        owner = tenancy.owner_fields(who, visibility)
+        scope = who.agent_id if visibility == tenancy.PRIVATE else ""
         file_path = self._check_path(path)
         size = file_path.stat().st_size
         self._check_size(size, file_path)
@@ -118,14 +129,15 @@ class FilesService:
             data = fh.read(self.cfg.max_bytes + 1)
         self._check_size(len(data), file_path)  # the file may have grown since stat
         sha = hashlib.sha256(data).hexdigest()
-        existing = self.records.by_hash(self.user_id, sha)
+        existing = self.records.by_hash(who.user_id, scope, sha)
         if existing is not None:
             return public(existing, deduped=True)
         storage_path = self.blobs.put(sha, data)
         now = iso(self.brain.clock.now())
         rec = {
             "id": uuid.uuid4().hex[:16],
-            "user_id": self.user_id,
+            **owner,
+            "dedupe_scope": scope,
             "file_name": file_path.name,
             "file_size": len(data),
             "content_hash": sha,
@@ -141,7 +153,7 @@ class FilesService:
         try:
             self.records.insert(rec)
         except DuplicateContent:  # a concurrent upload of the same bytes won the race
-            raced = self.records.by_hash(self.user_id, sha)
+            raced = self.records.by_hash(who.user_id, scope, sha)
             if raced is None:
                 raise
             return public(raced, deduped=True)
@@ -188,11 +200,12 @@ class FilesService:
     def list(self, status: str | None = None) -> list[dict[str, Any]]:
         if status is not None and status not in STATUSES:
             raise InvalidArgument(f"status must be one of {list(STATUSES)}", status=status)
-        return [public(r) for r in self.records.list(self.user_id, status)]
+        return [public(r) for r in self.records.list(self.caller, status)]
 
     def _owned(self, file_id: str) -> dict[str, Any]:
+        """The caller's record; another's is reported exactly as a missing one."""
         rec = self.records.get(str(file_id).strip())
-        if rec is None or rec["user_id"] != self.user_id:
+        if rec is None or not tenancy.visible(rec, self.caller):
             raise FileNotFound(
                 f"no uploaded file {file_id!r}; list_files shows the ids", file_id=file_id
             )
@@ -265,7 +278,7 @@ class FilesService:
         self._check_search(limit, threshold)
         must: builtins.list[Any] = [
             Match("kind", "doc_chunk"),
-            Match("user_id", self.user_id),
+            *tenancy.conditions(self.caller),
             Match("file_status", "ready"),
             Match("embed_model", self.brain.meta.model),
         ]
@@ -437,7 +450,8 @@ class FilesService:
             "file_id": rec["id"],
             "file_name": rec["file_name"],
             "user_id": rec["user_id"],
-            "agent_id": self.brain.settings.identity.agent_id,
+            "agent_id": rec["agent_id"],
+            "visibility": rec["visibility"],
             "project": rec["project"],
             "chunk_index": chunk.index,
             "page": page,

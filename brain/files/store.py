@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from brain import tenancy
+from brain.identity import Identity
+
 __all__ = ["BlobStore", "DuplicateContent", "FileRecords"]
 
 _SCHEMA = """
@@ -37,12 +40,21 @@ CREATE TABLE IF NOT EXISTS files (
     updated_at TEXT NOT NULL,
     extra TEXT NOT NULL DEFAULT '{}'
 );
-CREATE UNIQUE INDEX IF NOT EXISTS files_user_hash ON files (user_id, content_hash);
 CREATE INDEX IF NOT EXISTS files_status ON files (status);
 """
+# Owner columns (brain/tenancy.py), added to databases made before they existed: their
+# rows belong to the settings identity and are shared. ``dedupe_scope`` is "" for a shared
+# record and the agent for a private one, so the same bytes dedupe within what the uploader
+# may see and never answer with a sibling agent's private record.
+_OWNER_COLUMNS = (("agent_id", "''"), ("visibility", "'shared'"), ("dedupe_scope", "''"))
+_INDEXES = """
+DROP INDEX IF EXISTS files_user_hash;
+CREATE UNIQUE INDEX IF NOT EXISTS files_owner_hash ON files (user_id, dedupe_scope, content_hash);
+"""
 _COLUMNS = (
-    "id", "user_id", "file_name", "file_size", "content_hash", "storage_path", "project",
-    "status", "chunks_count", "reason", "generation", "created_at", "updated_at",
+    "id", "user_id", "agent_id", "visibility", "dedupe_scope", "file_name", "file_size",
+    "content_hash", "storage_path", "project", "status", "chunks_count", "reason",
+    "generation", "created_at", "updated_at",
 )  # fmt: skip
 
 
@@ -93,7 +105,7 @@ class BlobStore:
 class FileRecords:
     """The records of uploaded files; safe to share across threads."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, owner: Identity) -> None:
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
@@ -101,6 +113,19 @@ class FileRecords:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._migrate(owner)
+
+    def _migrate(self, owner: Identity) -> None:
+        """Give a database from before tenancy its owner columns, in one transaction."""
+        have = {r[1] for r in self._db.execute("PRAGMA table_info(files)")}
+        with self._tx() as db:
+            for name, default in _OWNER_COLUMNS:
+                if name not in have:
+                    db.execute(f"ALTER TABLE files ADD COLUMN {name} TEXT NOT NULL "
+                               f"DEFAULT {default}")
+            db.execute("UPDATE files SET agent_id = ? WHERE agent_id = ''", (owner.agent_id,))
+            for stmt in filter(None, (x.strip() for x in _INDEXES.split(";"))):
+                db.execute(stmt)
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -140,11 +165,12 @@ class FileRecords:
             row = self._db.execute("SELECT * FROM files WHERE id = ?", (file_id,)).fetchone()
         return self._row(row)
 
-    def by_hash(self, user_id: str, content_hash: str) -> dict[str, Any] | None:
+    def by_hash(self, user_id: str, scope: str, content_hash: str) -> dict[str, Any] | None:
+        """The record these bytes dedupe to for a user and dedupe scope (see above)."""
         with self._lock:
             row = self._db.execute(
-                "SELECT * FROM files WHERE user_id = ? AND content_hash = ?",
-                (user_id, content_hash),
+                "SELECT * FROM files WHERE user_id = ? AND dedupe_scope = ? AND content_hash = ?",
+                (user_id, scope, content_hash),
             ).fetchone()
         return self._row(row)
 
@@ -156,11 +182,13 @@ class FileRecords:
             ).fetchone()
         return int(row[0])
 
-    def list(self, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+    def list(self, who: Identity | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        """Records ``who`` may see (tenancy.sql), or all of them (the worker's resume)."""
         sql, args = "SELECT * FROM files WHERE 1=1", []
-        if user_id is not None:
-            sql += " AND user_id = ?"
-            args.append(user_id)
+        if who is not None:
+            clause, params = tenancy.sql(who)
+            sql += f" AND {clause}"
+            args.extend(params)
         if status is not None:
             sql += " AND status = ?"
             args.append(status)

@@ -667,7 +667,10 @@ class _Run:
             "updated_ts": e.mtime_ns / 1e9,
             "created_ts": w.created_ts,
             "embed_model": self.ix.model_id,
-            "user_id": self.ix.user_id,
+            # The source's owner, so store queries can filter for the caller (tenancy.py).
+            "user_id": self.rec.user_id or self.ix.user_id,
+            "agent_id": self.rec.agent_id,
+            "visibility": self.rec.visibility,
         }
 
     def _points(self, w: _Work) -> list[Point]:

@@ -22,12 +22,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sources (
+from brain import tenancy
+from brain.identity import Identity
+
+# A source belongs to one (user, agent) and is shared within the user or private to the
+# agent (brain/tenancy.py). Names are unique per owner, not globally: a global name would
+# tell one user that another's source exists.
+_SOURCES = """
+CREATE TABLE IF NOT EXISTS {table} (
     id TEXT PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    data TEXT NOT NULL
-);
+    name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    visibility TEXT NOT NULL DEFAULT 'shared',
+    data TEXT NOT NULL,
+    UNIQUE (user_id, agent_id, name)
+)"""
+_SCHEMA = _SOURCES.format(table="sources") + """;
 CREATE TABLE IF NOT EXISTS files (
     source_id TEXT NOT NULL,
     rel TEXT NOT NULL,
@@ -58,6 +69,9 @@ class SourceRecord:
     max_scan_files: int | None = None
     interval_s: float | None = None
     use_gitignore: bool = True
+    user_id: str = ""
+    agent_id: str = ""
+    visibility: str = "shared"
     created: str = ""
     updated: str = ""
     config_hash: str = ""
@@ -94,49 +108,92 @@ def new_source_id() -> str:
 class Registry:
     """Thread-safe; one connection guarded by a lock (writes are short)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, owner: Identity) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._migrate(owner)
         self._db.executescript(_SCHEMA)
         self._db.commit()
+
+    def _migrate(self, owner: Identity) -> None:
+        """A sources table from before owners (name globally unique, no owner columns) is
+        rebuilt in one transaction; its sources belong to the settings identity, shared."""
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(sources)")}
+        if not cols or "user_id" in cols:
+            return
+        with self._db:
+            self._db.execute(_SOURCES.format(table="sources_owned"))
+            self._db.execute(
+                "INSERT INTO sources_owned (id, name, user_id, agent_id, visibility, data) "
+                "SELECT id, name, ?, ?, 'shared', data FROM sources",
+                (owner.user_id, owner.agent_id),
+            )
+            self._db.execute("DROP TABLE sources")
+            self._db.execute("ALTER TABLE sources_owned RENAME TO sources")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
     # -- sources ---------------------------------------------------------------------------
-    def list(self) -> list[SourceRecord]:
-        with self._lock:
-            rows = self._db.execute("SELECT data FROM sources ORDER BY name").fetchall()
-        return [SourceRecord.from_dict(json.loads(r[0])) for r in rows]
+    @staticmethod
+    def _record(row: Any) -> SourceRecord:
+        """The owner columns are the truth (the JSON of a migrated row has none)."""
+        user_id, agent_id, visibility, data = row
+        return SourceRecord.from_dict(
+            {**json.loads(data), "user_id": user_id, "agent_id": agent_id,
+             "visibility": visibility}
+        )
 
-    def find(self, key: str) -> SourceRecord | None:
-        """A source by id or by name."""
+    def list(self, who: Identity | None = None) -> list[SourceRecord]:
+        """Sources ``who`` may see (tenancy.sql); every source for the process's own work
+        (watcher, scheduler, orphan detection), which never shows them to a caller."""
+        sql, args = "SELECT user_id, agent_id, visibility, data FROM sources", []
+        if who is not None:
+            clause, args = tenancy.sql(who)
+            sql += f" WHERE {clause}"
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY name, id", args).fetchall()
+        return [self._record(r) for r in rows]
+
+    def find(self, key: str, who: Identity | None = None) -> SourceRecord | None:
+        """A source by id or by name, among those ``who`` may see (all when None). Two
+        visible sources of one name (one shared by a sibling, one of ``who``'s own): its own."""
+        sql = "SELECT user_id, agent_id, visibility, data FROM sources WHERE (id = ? OR name = ?)"
+        args: list[str] = [key, key]
+        order = " ORDER BY id = ? DESC"
+        if who is not None:
+            clause, params = tenancy.sql(who)
+            sql += f" AND {clause}"
+            args += params
+            order += ", agent_id = ? DESC"
         with self._lock:
             row = self._db.execute(
-                "SELECT data FROM sources WHERE id = ? OR name = ?", (key, key)
+                sql + order, [*args, key, *([who.agent_id] if who else [])]
             ).fetchone()
-        return SourceRecord.from_dict(json.loads(row[0])) if row else None
+        return self._record(row) if row else None
 
     def save(self, rec: SourceRecord) -> None:
         with self._lock, self._db:
             self._db.execute(
-                "INSERT INTO sources (id, name, data) VALUES (?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET name = excluded.name, data = excluded.data",
-                (rec.id, rec.name, json.dumps(rec.to_dict())),
+                "INSERT INTO sources (id, name, user_id, agent_id, visibility, data) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
+                "visibility = excluded.visibility, data = excluded.data",
+                (rec.id, rec.name, rec.user_id, rec.agent_id, rec.visibility,
+                 json.dumps(rec.to_dict())),
             )
 
     def patch(self, source_id: str, **fields: Any) -> SourceRecord | None:
         """Read-modify-write of some fields under the lock; None when the source is gone."""
         with self._lock:
-            row = self._db.execute("SELECT data FROM sources WHERE id = ?", (source_id,)).fetchone()
-            if row is None:
+            rec = self.find(source_id)
+            if rec is None or rec.id != source_id:
                 return None
-            rec = SourceRecord.from_dict({**json.loads(row[0]), **fields})
+            rec = SourceRecord.from_dict({**rec.to_dict(), **fields})
             self.save(rec)
             return rec
 

@@ -18,9 +18,11 @@ from typing import Any
 
 import pathspec
 
+from brain import tenancy
 from brain.bm25 import BM25Encoder
 from brain.embedder import Embedder
 from brain.errors import InvalidArgument
+from brain.identity import Identity
 from brain.retrieval import hybrid
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import grep
@@ -47,6 +49,7 @@ class Scope:
     modified_after: float | None = None
     modified_before: float | None = None
     glob_spec: Any = field(default=None, repr=False)
+    who: Identity | None = None  # the caller: points must be its own too (tenancy.py)
 
     @property
     def has_metadata(self) -> bool:
@@ -85,6 +88,8 @@ def store_filter(scope: Scope, kinds: Sequence[str] = ("file", "chunk")) -> Filt
         MatchAny("kind", tuple(kinds)),
         MatchAny("source_id", tuple(s.id for s in scope.sources)),
     ]
+    if scope.who is not None:
+        must.extend(tenancy.conditions(scope.who))
     if scope.folder:
         must.append(Match("dirs", scope.folder))
     if scope.categories:

@@ -17,8 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from brain import tenancy
 from brain.clock import iso
 from brain.errors import Conflict, InvalidArgument, PathOutsideSource, SourceNotFound
+from brain.identity import Identity
 from brain.sources import search as fs
 from brain.sources.filters import SourceFilter, is_floored
 from brain.sources.indexer import SOURCE_KINDS, Indexer
@@ -39,7 +41,7 @@ class SourcesService:
         self.brain = brain
         s = brain.settings
         self.settings = s
-        self.registry = Registry(Path(brain.home) / "sources.db")
+        self.registry = Registry(Path(brain.home) / "sources.db", tenancy.settings_identity(s))
         self.indexer = Indexer(
             brain.store,
             brain.embedder,
@@ -55,6 +57,13 @@ class SourcesService:
         self._stop = threading.Event()
         self._scheduler: threading.Thread | None = None
         self._started = False
+        # Removed sources, so their jobs stay visible to their owner and no one else.
+        self._gone: dict[str, SourceRecord] = {}
+
+    @property
+    def caller(self) -> Identity:
+        """Who is asking: every source it names or lists is filtered for it (tenancy.py)."""
+        return tenancy.resolve(self.settings)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -95,7 +104,9 @@ class SourcesService:
         interval_s: float | None = None,
         use_gitignore: bool = True,
         sync: bool = True,
+        visibility: str = tenancy.SHARED,
     ) -> dict[str, Any]:
+        owner = tenancy.owner_fields(self.caller, visibility)
         root = Path(path).expanduser()
         if not root.is_dir():
             raise InvalidArgument(
@@ -114,7 +125,7 @@ class SourcesService:
         exclude = self._guard_home(real, list(exclude or []))
         name = (name or Path(real).name or "root").strip()
         self._check_fields(trigger, max_scan_files, interval_s, name)
-        for rec in self.registry.list():
+        for rec in self.registry.list(self.caller):  # others' names and roots are not taken
             if rec.name == name:
                 raise Conflict(f"a source named {name!r} exists; pick another name.", name=name)
             if os.path.realpath(rec.root) == real:
@@ -133,6 +144,7 @@ class SourcesService:
             use_gitignore=use_gitignore,
             created=now,
             updated=now,
+            **owner,
         )
         self.registry.save(rec)
         if trigger == "auto":
@@ -162,9 +174,10 @@ class SourcesService:
             raise InvalidArgument(f"interval_s must be at least {_MIN_INTERVAL_S:g} seconds.")
 
     def get(self, key: str) -> SourceRecord:
-        rec = self.registry.find(key)
+        """A source the caller may see; another's is reported exactly as a missing one."""
+        rec = self.registry.find(key, self.caller)
         if rec is None:
-            names = [r.name for r in self.registry.list()]
+            names = [r.name for r in self.registry.list(self.caller)]
             raise SourceNotFound(
                 f"no source {key!r}; known sources: {names or 'none'} (add one with add_source).",
                 source=key,
@@ -185,6 +198,7 @@ class SourcesService:
             "effective_max_scan_files": rec.max_scan_files or self.settings.sync.max_scan_files,
             "interval_s": rec.interval_s if rec.trigger == "interval" else None,
             "use_gitignore": rec.use_gitignore,
+            "visibility": rec.visibility,
             "created": rec.created,
             "updated": rec.updated,
             "snapshot": rec.snapshot,
@@ -193,7 +207,11 @@ class SourcesService:
         }
 
     def list(self, project: str | None = None) -> list[dict[str, Any]]:
-        return [self.describe(r) for r in self.registry.list() if project in (None, r.project)]
+        return [
+            self.describe(r)
+            for r in self.registry.list(self.caller)
+            if project in (None, r.project)
+        ]
 
     def update(self, key: str, **changes: Any) -> dict[str, Any]:
         rec = self.get(key)
@@ -216,7 +234,7 @@ class SourcesService:
             merged["trigger"], merged["max_scan_files"], merged["interval_s"], merged["name"]
         )
         if "name" in changes:
-            other = self.registry.find(changes["name"])
+            other = self.registry.find(changes["name"], self.caller)
             if other is not None and other.id != rec.id:
                 raise Conflict(f"a source named {changes['name']!r} exists.", name=changes["name"])
         for key_ in ("exclude", "include"):
@@ -250,6 +268,7 @@ class SourcesService:
         for job in self.queue.cancel_source(rec.id):
             job.done.wait(30)  # a running job must not write after the record is gone
         self.registry.delete(rec.id)
+        self._gone[rec.id] = rec
         self.watcher.refresh()
         result: dict[str, Any] = {"removed": rec.name, "source_id": rec.id, "purged": False}
         if purge:
@@ -301,8 +320,17 @@ class SourcesService:
         self.registry.patch(rec.id, state_complete=False)
         return {"source": rec.name, "states_cleared": cleared, "cancelled_jobs": cancelled}
 
+    def _mine(self, job: Job | None) -> Job | None:
+        """The job when its source is one the caller may see (removed ones included)."""
+        if job is None:
+            return None
+        rec = self.registry.find(job.source_id) or self._gone.get(job.source_id)
+        if rec is None or rec.id != job.source_id:
+            return None
+        return job if tenancy.visible(rec.to_dict(), self.caller) else None
+
     def job(self, job_id: str) -> dict[str, Any]:
-        job = self.queue.get(job_id)
+        job = self._mine(self.queue.get(job_id))
         if job is None:
             raise InvalidArgument(
                 f"no job {job_id!r} (finished jobs are kept for a while).", job_id=job_id
@@ -311,7 +339,7 @@ class SourcesService:
 
     def jobs(self, key: str | None = None) -> builtins.list[dict[str, Any]]:
         source_id = self.get(key).id if key else None
-        return [j.to_dict() for j in self.queue.jobs(source_id)]
+        return [j.to_dict() for j in self.queue.jobs(source_id) if self._mine(j) is not None]
 
     def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
         job = self.queue.get(job_id)
@@ -322,6 +350,8 @@ class SourcesService:
 
     def cancel(self, job_id: str | None = None, source: str | None = None) -> dict[str, Any]:
         if job_id:
+            if self._mine(self.queue.get(job_id)) is None:
+                return self.job(job_id)  # the error an unknown job gets
             job = self.queue.cancel(job_id)
             if job is None:
                 return self.job(job_id)
@@ -424,13 +454,14 @@ class SourcesService:
     def repair_orphans(self, dry_run: bool = True) -> dict[str, Any]:
         """Points of sources that no longer exist: count them, delete unless ``dry_run``."""
         known = tuple(r.id for r in self.registry.list())
+        mine = tenancy.conditions(self.caller)  # only the caller's orphans, seen or deleted
         flt = Filter(
-            must=(MatchAny("kind", SOURCE_KINDS),),
+            must=(MatchAny("kind", SOURCE_KINDS), *mine),
             must_not=(MatchAny("source_id", known),) if known else (),
         )
         by_source: dict[str, int] = {}
         for p in scroll_all(
-            self.brain.store, Filter(must=(Match("kind", "file"),), must_not=flt.must_not)
+            self.brain.store, Filter(must=(Match("kind", "file"), *mine), must_not=flt.must_not)
         ):
             sid = str(p.payload.get("source_id"))
             by_source[sid] = by_source.get(sid, 0) + 1
@@ -505,7 +536,12 @@ class SourcesService:
         )
 
     def _scope(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:
-        recs = [self.get(source)] if source else self.registry.list()
+        scope = self._scope_of(project, source, folder)
+        scope.who = self.caller  # the store filter checks each point's owner too
+        return scope
+
+    def _scope_of(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:
+        recs = [self.get(source)] if source else self.registry.list(self.caller)
         if project:
             recs = [r for r in recs if r.project == project]
         if not folder:
