@@ -18,6 +18,7 @@ from fpdf import FPDF
 
 from brain.errors import FileNotFound, FileTooLarge, InvalidArgument
 from brain.files.service import FilesService, chunk_point_id, doc_chunks
+from brain.identity import Identity, acting_as
 
 TOPICS = [
     "The contract renewal date is the first of March and requires written notice.",
@@ -136,25 +137,26 @@ def test_same_bytes_under_two_names_is_one_record(svc: FilesService, tmp_path: P
 
 
 def test_different_users_get_their_own_records(brain: Any, tmp_path: Path) -> None:
+    # The caller comes from the call (brain/tenancy.py), not from a user fixed at start.
     path = write(tmp_path, "shared.txt", long_text(5))
-    alice = ingest_ready(brain.files, path)
-    brain.settings.identity.user_id = "bob"
-    bob_svc = FilesService(brain)
-    try:
-        bob = ingest_ready(bob_svc, path)
+    svc = brain.files
+    with acting_as(Identity("alice", "a1")):
+        alice = ingest_ready(svc, path)
+    with acting_as(Identity("bob", "b1")):
+        bob = ingest_ready(svc, path)
         assert bob["deduped"] is False and bob["id"] != alice["id"]
         assert len(blobs(brain)) == 1  # one blob, two records
-        assert [r["id"] for r in bob_svc.list()] == [bob["id"]]
+        assert [r["id"] for r in svc.list()] == [bob["id"]]
         with pytest.raises(FileNotFound):
-            bob_svc.get(alice["id"])  # another user's file is invisible
-        hits = bob_svc.search("contract renewal", threshold=0.1)
+            svc.get(alice["id"])  # another user's file is invisible
+        hits = svc.search("contract renewal", threshold=0.1)
         assert hits and {h["file_id"] for h in hits} == {bob["id"]}
-        assert brain.files.delete(alice["id"])["blob_removed"] is False
-        assert len(blobs(brain)) == 1 and bob_svc.search("contract renewal", threshold=0.1)
-        assert bob_svc.delete(bob["id"])["blob_removed"] is True
-        assert blobs(brain) == []
-    finally:
-        bob_svc.close()
+    with acting_as(Identity("alice", "a1")):
+        assert svc.delete(alice["id"])["blob_removed"] is False
+    with acting_as(Identity("bob", "b1")):
+        assert len(blobs(brain)) == 1 and svc.search("contract renewal", threshold=0.1)
+        assert svc.delete(bob["id"])["blob_removed"] is True
+    assert blobs(brain) == []
 
 
 def test_file_over_the_cap_is_refused_and_nothing_stored(svc: FilesService, tmp_path: Path) -> None:
