@@ -116,12 +116,13 @@ class OwnerTokenVerifier(TokenVerifier):
 
 
 class TokenIdentity(Middleware):
-    """HTTP front: every call acts as the identity its bearer token maps to."""
+    """HTTP front: every call acts as the identity its bearer token maps to (both parts:
+    a call without an agent would fall back to the settings identity in the tool gate)."""
 
     async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
         token = get_access_token()
         claims = token.claims if token is not None else {}
-        if not claims.get("user_id"):
+        if not claims.get("user_id") or not claims.get("agent_id"):
             raise ToolError("[UNAUTHORIZED] this call carries no caller identity")
         with acting_as(Identity(claims["user_id"], claims["agent_id"])):
             return await call_next(context)

@@ -134,7 +134,7 @@ class FilesService:
             return public(existing, deduped=True)
         storage_path = self.blobs.put(sha, data)
         now = iso(self.brain.clock.now())
-        rec = {
+        rec: dict[str, Any] = {
             "id": uuid.uuid4().hex[:16],
             **owner,
             "dedupe_scope": scope,

@@ -152,7 +152,8 @@ class Registry:
     def list(self, who: Identity | None = None) -> list[SourceRecord]:
         """Sources ``who`` may see (tenancy.sql); every source for the process's own work
         (watcher, scheduler, orphan detection), which never shows them to a caller."""
-        sql, args = "SELECT user_id, agent_id, visibility, data FROM sources", []
+        sql = "SELECT user_id, agent_id, visibility, data FROM sources"
+        args: list[str] = []
         if who is not None:
             clause, args = tenancy.sql(who)
             sql += f" WHERE {clause}"

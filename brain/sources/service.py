@@ -106,7 +106,7 @@ class SourcesService:
         sync: bool = True,
         visibility: str = tenancy.SHARED,
     ) -> dict[str, Any]:
-        owner = tenancy.owner_fields(self.caller, visibility)
+        who, visibility = self.caller, tenancy.check_visibility(visibility)
         root = Path(path).expanduser()
         if not root.is_dir():
             raise InvalidArgument(
@@ -144,7 +144,9 @@ class SourcesService:
             use_gitignore=use_gitignore,
             created=now,
             updated=now,
-            **owner,
+            user_id=who.user_id,
+            agent_id=who.agent_id,
+            visibility=visibility,
         )
         self.registry.save(rec)
         if trigger == "auto":

@@ -28,6 +28,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 
 from brain.app import Brain
+from brain.errors import FileNotFound, SourceNotFound
 from brain.identity import Identity, acting_as
 from brain.vector_store import scroll_all
 
@@ -367,3 +368,67 @@ async def _alice_sees_her_own(w: World) -> None:
     assert ok
     ok, text = await w.call(ALICE, "repair_orphans", {"dry_run": True})
     assert ok and w.ids["src_gone"] in text
+
+
+OLD_FILES_DB = """
+CREATE TABLE files (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, file_name TEXT NOT NULL,
+    file_size INTEGER NOT NULL, content_hash TEXT NOT NULL, storage_path TEXT NOT NULL,
+    project TEXT NOT NULL, status TEXT NOT NULL, chunks_count INTEGER, reason TEXT,
+    generation INTEGER NOT NULL DEFAULT 1, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}');
+CREATE UNIQUE INDEX files_user_hash ON files (user_id, content_hash);
+INSERT INTO files VALUES ('f0', 'default', 'old.md', 3, 'abc', 'blobs/ab/abc', 'general',
+    'failed', 0, 'old', 1, '2026-01-01', '2026-01-01', '{}');
+"""
+OLD_SOURCES_DB = "CREATE TABLE sources (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, " \
+                 "data TEXT NOT NULL);"
+
+
+def test_databases_from_before_owners_belong_to_the_settings_identity(
+    settings: Any, clock: Any, _empty_shard: Path, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from tests.conftest import _seed_store, hash_embedder
+
+    settings.embedding.model = "offline/hash-384"
+    _seed_store(settings, _empty_shard)
+    home = Path(settings.home)
+    (home / "files").mkdir(parents=True, exist_ok=True)
+    old_src = json.dumps({"id": "src-old", "name": "old", "root": str(tmp_path),
+                          "project": "general"})
+    files_db = sqlite3.connect(home / "files" / "files.db")
+    files_db.executescript(OLD_FILES_DB)
+    files_db.close()
+    src_db = sqlite3.connect(home / "sources.db")
+    src_db.executescript(OLD_SOURCES_DB)
+    src_db.execute("INSERT INTO sources VALUES ('src-old', 'old', ?)", (old_src,))
+    src_db.commit()
+    src_db.close()
+    brain = Brain(settings, embedder=hash_embedder(), clock=clock).open()
+    try:
+        me = Identity(settings.identity.user_id, settings.identity.agent_id)
+        with acting_as(me):
+            rec = brain.files.get("f0")
+            assert rec["visibility"] == "shared"
+            src = brain.sources.get("src-old")
+            assert (src.user_id, src.agent_id, src.visibility) == (me.user_id, me.agent_id,
+                                                                   "shared")
+        with acting_as(BOB):
+            assert brain.files.list() == [] and brain.sources.list() == []
+            with pytest.raises(FileNotFound):
+                brain.files.get("f0")
+            with pytest.raises(SourceNotFound):
+                brain.sources.get("old")
+            other = tmp_path / "bob-old"  # names are per owner: bob's "old" is his own
+            other.mkdir()
+            assert brain.sources.add(str(other), name="old", sync=False)["source"]["name"] == "old"
+    finally:
+        brain.close()
+    # The migration ran once; reopening changes nothing.
+    brain = Brain(settings, embedder=hash_embedder(), clock=clock).open()
+    try:
+        assert {r.name for r in brain.sources.registry.list()} == {"old"}
+        assert len(brain.sources.registry.list()) == 2
+    finally:
+        brain.close()
