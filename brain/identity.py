@@ -1,8 +1,10 @@
 """Who is calling: user and agent ids stamped on every point and used for isolation.
 
-Defaults come from settings (stdio: one identity per process). A transport that knows the
-caller per request (HTTP with per-caller tokens) sets ``current`` for that request; worker
-threads inherit it because anyio copies the context into them.
+``current`` holds the caller of the running call. The HTTP front sets it from the bearer
+token, the owner from a forwarded call, and the tool gate (mcp_server.call) from the
+settings when nothing else did, so inside a tool it is always set; worker threads inherit
+it because anyio copies the context into them. What a caller may see is decided in
+brain/tenancy.py.
 """
 
 from __future__ import annotations
@@ -20,11 +22,6 @@ class Identity:
 
 
 current: ContextVar[Identity | None] = ContextVar("brain_identity", default=None)
-
-
-def resolve(default_user: str, default_agent: str) -> Identity:
-    ident = current.get()
-    return ident if ident is not None else Identity(default_user, default_agent)
 
 
 @contextmanager

@@ -432,3 +432,21 @@ def test_databases_from_before_owners_belong_to_the_settings_identity(
         assert len(brain.sources.registry.list()) == 2
     finally:
         brain.close()
+
+
+async def test_over_stdio_the_gate_acts_as_the_settings_identity(brain: Brain) -> None:
+    """No token, no middleware: the tool gate itself names the caller (the settings
+    identity), so a stdio client is filtered exactly like an HTTP one."""
+    from mcp_server import create_server
+
+    with acting_as(ALICE):
+        theirs = brain.memory.add("amkshfleet waiting in alice's inbox", memory_type="fleeting")
+    with acting_as(Identity(brain.settings.identity.user_id, brain.settings.identity.agent_id)):
+        mine = brain.memory.add("my own fleeting thought", memory_type="fleeting")
+    async with Client(create_server(brain=brain)) as client:
+        inbox = (await client.call_tool("get_inbox", {})).structured_content or {}
+        stats = (await client.call_tool("brain_stats", {})).structured_content or {}
+        with pytest.raises(ToolError, match="NOTE_NOT_FOUND"):
+            await client.call_tool("forget_memory", {"zk_id": theirs.note["zk_id"]})
+    assert [n["zk_id"] for n in inbox["notes"]] == [mine.note["zk_id"]]
+    assert stats["notes"] == 1
