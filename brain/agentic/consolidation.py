@@ -259,12 +259,16 @@ def _apply(
     extra: dict[str, Any] = {"merged_from": ids, "consolidated_cluster": cluster.cluster_id}
     if merged_by:
         extra["enriched_by"] = merged_by  # the enrichment job then skips construction
+    # A merge that takes in a private note is private: its content would otherwise reach
+    # the caller's sibling agents.
+    private = any(m.get("visibility") == tenancy.PRIVATE for m in cluster.members)
     res = memory.add(
         merged.content,
         project,
         "permanent",
         kind,
         tags=merged.tags or None,
+        visibility=tenancy.PRIVATE if private else tenancy.SHARED,
         links=[(z, "supersedes") for z in ids],
         autolink=False,
         extra=extra,

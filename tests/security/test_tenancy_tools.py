@@ -450,3 +450,17 @@ async def test_over_stdio_the_gate_acts_as_the_settings_identity(brain: Brain) -
             await client.call_tool("forget_memory", {"zk_id": theirs.note["zk_id"]})
     assert [n["zk_id"] for n in inbox["notes"]] == [mine.note["zk_id"]]
     assert stats["notes"] == 1
+
+
+def test_merging_a_private_note_makes_a_private_note(brain: Brain) -> None:
+    with acting_as(ALICE):
+        brain.memory.add("amkprperm retries are capped at three", visibility="private")
+        brain.memory.add("amkprperm retries are capped at three")
+        found = brain.agentic.consolidate_clusters("general")["clusters"]
+        done = brain.agentic.consolidate_clusters("general", dry_run=False,
+                                                   selected_cluster_ids=[found[0]["cluster_id"]])
+        merged = brain.memory.get_payload(done["applied"][0]["merged_note"])
+    assert merged["visibility"] == "private"
+    with acting_as(SIBLING):
+        assert "amkprperm" not in json.dumps(brain.sessions.get_session_context("general"))
+        assert not brain.memory.search("amkprperm retries", 10)
