@@ -319,11 +319,16 @@ class MemoryService:
         autolink: bool = True,
         context: str | None = None,
     ) -> WriteResult:
+        targets = []
         for target, relation in links:
             _require_enum(relation, RELATIONS, "relation")
-            self.get_payload(target)
+            targets.append(self.get_payload(target))
         payload, redacted = self.new_payload(
             content, project, memory_type, note_kind, tags, pinned, visibility, context, extra)
+        if not all(tenancy.may_link(payload, t) for t in targets):
+            raise InvalidArgument("a shared note cannot link to a private one (its readers "
+                                  "would learn the id); make this note private too",
+                                  field="visibility")
         project = payload["project"]
         with self._write_lock:
             zk_id = self._unused_id()

@@ -145,6 +145,8 @@ class MistakeService:
             "fix",
             tags=["fix"],
             links=[(fid, "fixes")],
+            # As visible as the failure it fixes: a shared fix never names a private note.
+            visibility=failure.get("visibility", tenancy.SHARED),
             extra={"fixes_failure": fid, "failure_signature": failure.get("failure_signature", "")},
         )
         fix = res.note
