@@ -1,9 +1,10 @@
-"""Durable side of brain files: content-addressed bytes and one record per (user, content).
+"""Durable side of brain files: content-addressed bytes and one record per owner and content.
 
 Bytes live at ``<home>/files/blobs/<sha[:2]>/<sha>``, written once (temp file + rename),
 so two users uploading the same document share one blob while each keeps a record.
-Records live in SQLite (``<home>/files/files.db``); a unique index on
-``(user_id, content_hash)`` is what makes the dedupe race-free.
+Records live in SQLite (``<home>/files/files.db``) with their owner (user, agent,
+visibility: brain/tenancy.py); a unique index on ``(user_id, dedupe_scope, content_hash)``
+is what makes the dedupe race-free.
 """
 
 from __future__ import annotations
