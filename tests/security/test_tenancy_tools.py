@@ -464,3 +464,30 @@ def test_merging_a_private_note_makes_a_private_note(brain: Brain) -> None:
     with acting_as(SIBLING):
         assert "amkprperm" not in json.dumps(brain.sessions.get_session_context("general"))
         assert not brain.memory.search("amkprperm retries", 10)
+
+
+def test_store_conditions_read_a_missing_visibility_as_shared(brain: Brain) -> None:
+    """Points written before visibility existed (source chunks had only user_id) stay
+    visible to their user's agents and to no other user."""
+    from brain import tenancy
+    from brain.vector_store import Filter, Match, Point
+
+    def point(n: int, **payload: str) -> Point:
+        return Point(f"00000000-0000-0000-0000-00000000000{n}", {"kind": "probe", **payload},
+                     dense=[1.0] + [0.0] * 383)
+
+    brain.store.upsert([
+        point(1, user_id="alice"),  # legacy: no agent, no visibility
+        point(2, user_id="alice", agent_id="a1", visibility="private"),
+        point(3, user_id="alice", agent_id="a1", visibility="shared"),
+        point(4, user_id="bob", agent_id="b1", visibility="shared"),
+        point(5),  # nobody's
+    ])
+
+    def seen(who: Identity) -> set[str]:
+        flt = Filter(must=(Match("kind", "probe"), *tenancy.conditions(who)))
+        return {p.id[-1] for p in scroll_all(brain.store, flt)}
+
+    assert seen(ALICE) == {"1", "2", "3"}
+    assert seen(SIBLING) == {"1", "3"}
+    assert seen(BOB) == {"4"}
