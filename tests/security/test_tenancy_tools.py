@@ -491,3 +491,23 @@ def test_store_conditions_read_a_missing_visibility_as_shared(brain: Brain) -> N
     assert seen(ALICE) == {"1", "2", "3"}
     assert seen(SIBLING) == {"1", "3"}
     assert seen(BOB) == {"4"}
+
+
+def test_no_module_but_tenancy_builds_an_owner_filter() -> None:
+    """Owner conditions come from brain/tenancy.py only: a service that matched on
+    user_id, agent_id or visibility itself could drift from the one rule."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    owner_keys = {"user_id", "agent_id", "visibility"}
+    found = []
+    for path in [*root.joinpath("brain").rglob("*.py"), *root.joinpath("mcp_surface").glob("*.py"),
+                 root / "mcp_server.py"]:
+        if path.name == "tenancy.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("Match", "MatchAny")
+                    and node.args and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value in owner_keys):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == []
