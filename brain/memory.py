@@ -642,17 +642,31 @@ class MemoryService:
         if not isinstance(depth, int) or not 1 <= depth <= 3:
             raise InvalidArgument("depth must be 1, 2 or 3", field="depth")
         root = self.get_payload(zk_id)
-        found = self.graph.within(root["zk_id"], depth)
-        pts = self.store.retrieve([point_id(z) for z in found])
-        out = []
-        for pt in pts:
-            p = pt.payload
-            if p.get("kind") != "note" or p.get("forgotten") or not self.visible(p):
-                continue
-            hops, via, rel = found[p["zk_id"]]
-            out.append({**public_note(p), "hops": hops, "via": via, "relation": rel})
+        found = self._walk(root["zk_id"], depth)
+        out = [{**public_note(p), "hops": hops, "via": via, "relation": rel}
+               for hops, via, rel, p in found.values() if not p.get("forgotten")]
         out.sort(key=lambda n: (n["hops"], n["zk_id"]))
         return {"note": public_note(root), "related": out}
+
+    def _walk(self, start: str, depth: int) -> dict[str, tuple[int, str, str, dict[str, Any]]]:
+        """Notes within ``depth`` hops of ``start`` (either direction), stepping only on notes
+        the caller may see: a path through a sibling's private note would name it (via)
+        and reveal what it links."""
+        found: dict[str, tuple[int, str, str, dict[str, Any]]] = {}
+        frontier = [start]
+        for hop in range(1, depth + 1):
+            offers: dict[str, tuple[int, str, str]] = {}
+            for node in frontier:
+                for nb, rel, _ in self.graph.neighbours(node):
+                    if nb != start and nb not in found and nb not in offers:
+                        offers[nb] = (hop, node, rel)
+            frontier = []
+            for pt in self.store.retrieve([point_id(z) for z in offers]):
+                p = pt.payload
+                if p.get("kind") == "note" and self.visible(p):
+                    found[p["zk_id"]] = (*offers[p["zk_id"]], p)
+                    frontier.append(p["zk_id"])
+        return found
 
     def notes(self, flt: Filter | None = None, page: int = 512) -> Any:
         """Every note (forgotten ones included) matching ``flt``, paged."""

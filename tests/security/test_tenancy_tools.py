@@ -511,3 +511,16 @@ def test_no_module_but_tenancy_builds_an_owner_filter() -> None:
                     and node.args[0].value in owner_keys):
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert found == []
+
+
+def test_related_never_walks_through_a_note_the_caller_cannot_see(brain: Brain) -> None:
+    with acting_as(ALICE):
+        a = brain.memory.add("amkshperm alpha topic", autolink=False).note["zk_id"]
+        b = brain.memory.add("amkshperm beta topic", autolink=False).note["zk_id"]
+        p = brain.memory.add("amkprperm joins alpha and beta", visibility="private",
+                             links=[(a, "related"), (b, "related")], autolink=False)
+        private = p.note["zk_id"]
+        assert b in {n["zk_id"] for n in brain.memory.related(a, 2)["related"]}  # a1 may
+    with acting_as(SIBLING):
+        shown = json.dumps(brain.memory.related(a, 3))
+    assert private not in shown and b not in shown
