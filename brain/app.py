@@ -69,7 +69,7 @@ class Brain:
         space.require("open the store", extra=integrity.space_to_open(raw))
         embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
                                                     s.embedding.backend)
-        raw.open(embedder.dimension)
+        integrity.open_store(self.home, raw, embedder.dimension)
         try:
             manifest = self._check_store(raw)
         except BaseException:

@@ -10,7 +10,7 @@ next to the store, holding a *lower bound* of the store's point count, and check
 - the graph cache names no more notes than the store holds (notes are never hard-deleted:
   retired ones leave a tombstone, so cache nodes <= notes + tombstones);
 - a sample of points has finite, unit-norm dense vectors (Qdrant normalises cosine vectors
-  on write) and a payload with a ``kind``.
+  on write) and payloads that decode.
 
 The bound stays a lower bound across a ``kill -9`` at any instant, so a crash never raises a
 false alarm: an upsert records the new count *after* the store has it (a crash in between
@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from brain.errors import DiskFull, StoreDamaged, StoreError
+from brain.errors import DiskFull, StoreDamaged, StoreError, StoreLocked
 from brain.vector_store.base import Filter, Hit, MatchAny, Point, SparseVector, StoreInfo
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,9 @@ NORM_TOLERANCE = 1e-2
 # Within one operation (one thread), writes that follow a passed check may go on down to half
 # the margin: an add_memory is several store writes, and refusing its third would half-write it.
 GRACE_S = 5.0
-NOTE_KINDS = ("note", "retired")
+# Points that are never graph nodes. Everything else may be one: notes, retired tombstones,
+# and notes of older brains written without a ``kind`` (a new kind only loosens the check).
+NOT_NODES = ("meta", "file", "chunk", "doc", "doc_chunk")
 # Creating an Edge shard (segment, WAL, ~25 payload indexes) takes ~2 MB on ext4 but ~52 MB
 # on tmpfs, which allocates every page Edge preallocates: measured, rounded up.
 CREATE_BYTES = 64_000_000
@@ -198,13 +200,28 @@ def check_present(home: Path, store: Any) -> None:
                              "show a brain was kept here", expected="store", found="missing")
 
 
+def open_store(home: Path, store: Any, dimension: int) -> None:
+    """Open the store; an existing embedded shard that cannot be loaded is damage."""
+    path = getattr(store, "path", None)
+    existing = path is not None and Path(path).is_dir() and any(Path(path).iterdir())
+    try:
+        store.open(dimension)
+    except (KeyboardInterrupt, SystemExit, StoreLocked):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException
+        if not existing:
+            raise
+        detail = exc.message if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+        raise _damaged(home, f"its files cannot be loaded ({detail})") from None
+
+
 def check_graph_cache(home: Path, graph_path: Path, store: Any) -> None:
     try:
         data = json.loads(Path(graph_path).read_text(encoding="utf-8"))
         nodes = sum(1 for n in data["nodes"] if "title" in n)
     except (OSError, ValueError, KeyError, TypeError):
         return  # no usable cache: nothing to compare against (it is rebuilt)
-    notes = store.count(Filter(must=(MatchAny("kind", NOTE_KINDS),)))
+    notes = store.count(Filter(must_not=(MatchAny("kind", NOT_NODES),)))
     if nodes > notes:
         raise _damaged(home, f"the graph cache {graph_path} knows {nodes} notes, the store "
                              f"holds {notes}", expected=nodes, found=notes)
@@ -255,9 +272,9 @@ def check_sample(home: Path, store: Any, seed: int | None = None) -> int:
         except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException
             raise _damaged(home, f"reading points failed ({type(exc).__name__}: {exc})") from None
         for p in points:
+            # Payloads: reading them is the check (a scribbled one fails to decode above);
+            # their fields are not, since older brains wrote notes without ``kind``.
             fault = _vector_fault(p.dense)
-            if fault is None and not isinstance(p.payload.get("kind"), str):
-                fault = "a payload has no kind"
             if fault is not None:
                 raise _damaged(home, f"{fault} (point {p.id})", point=p.id)
             checked += 1

@@ -44,11 +44,11 @@ from starlette.responses import JSONResponse
 
 from brain import owner as own
 from brain.app import Brain
-from brain.errors import StoreLocked
+from brain.errors import BrainError, StoreLocked
 from brain.identity import Identity, acting_as
 from brain.identity import current as current_identity
 from brain.notes import public_note
-from brain.startup import brain_error_in
+from brain.startup import brain_error_in, one_line
 from config import Settings
 from mcp_surface import owner_rpc
 
@@ -308,7 +308,11 @@ class Router:
         t0 = time.monotonic()
         brain, self._claimed = self._claimed, None
         if brain is None:
-            brain = await anyio.to_thread.run_sync(self._open_brain)
+            try:
+                brain = await anyio.to_thread.run_sync(self._open_brain)
+            except BrainError as exc:  # e.g. a proxy taking over finds the store damaged
+                log.error("%s", one_line(exc))
+                raise
         t1 = time.monotonic()
         own.install_request_stamping(brain)
         own.record_open(self.home, self.kind)

@@ -135,6 +135,19 @@ def test_scribbled_vectors_are_detected(settings: Settings) -> None:
     _assert_refused(settings, "vector")
 
 
+@pytest.mark.parametrize("target", ["segments/*/payload_storage/page_0.dat",
+                                    "segments/*/mutable_id_tracker.mappings",
+                                    "segments/*/vector_storage-bm25/store/page_0.dat"])
+def test_scribbled_store_files_are_detected(settings: Settings, target: str) -> None:
+    """Payloads that no longer decode, or files Edge cannot load: damage, not a traceback."""
+    _build(settings, 20)
+    (path,) = _shard(settings.home).glob(target)
+    rnd = random.Random(5)
+    with path.open("r+b") as fh:
+        fh.write(bytes(rnd.getrandbits(8) for _ in range(4096)))
+    _assert_refused(settings, "brain restore")
+
+
 def test_accept_loss_rebaselines_after_a_decision(settings: Settings) -> None:
     _build(settings, 10)
     with _id_tracker(settings.home).open("r+b") as fh:
@@ -197,6 +210,23 @@ def test_snapshots_keep_the_last_n(settings: Settings) -> None:
     finally:
         b.close()
     assert [s["name"] for s in snapshots.list_snapshots(settings.home)] == names[1:]
+
+
+def test_snapshot_worker_takes_one_when_something_changed(settings: Settings) -> None:
+    from brain.snapshots import list_snapshots
+
+    b = _open(settings)
+    try:
+        assert "snapshot" in b.workers.names()
+        b.memory.add("the worker should snapshot this")
+        first = b.workers.run_now("snapshot")
+        assert first["snapshot"] and first["points"] >= 2
+        assert "skipped" in b.workers.run_now("snapshot")  # nothing written since
+        b.memory.add("and this too")
+        assert b.workers.run_now("snapshot")["snapshot"] != first["snapshot"]
+    finally:
+        b.close()
+    assert len(list_snapshots(settings.home)) == 2
 
 
 # ------------------------------------------------------------------------ kill -9
