@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from brain.errors import DiskFull, StoreDamaged, StoreError, StoreLocked
+from brain.store_meta import META_ID
 from brain.vector_store.base import Filter, Hit, MatchAny, Point, SparseVector, StoreInfo
 
 log = logging.getLogger(__name__)
@@ -340,7 +341,8 @@ class GuardedStore:
         with self._lock:
             self.space.check_write("update the store")
             self.inner.set_payload(ids, payload)
-            self.writes += 1
+            if list(ids) != [META_ID]:  # bookkeeping (a worker's last run) is not a change
+                self.writes += 1
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:
