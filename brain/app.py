@@ -71,10 +71,37 @@ class Brain:
                                                     s.embedding.backend)
         integrity.open_store(self.home, raw, embedder.dimension)
         try:
-            manifest = self._check_store(raw)
+            self.embedder = self._load_records(raw, space, embedder)
         except BaseException:
             raw.close()  # refused: release the shard so a restore can work on it
             raise
+        self.memory = MemoryService(
+            self.store, self.embedder, self.graph, self.meta, self._memory_config(), self.clock,
+            self.bm25,
+        )
+        self.memory.reranker = reranker
+        self._opened = True
+        self._start_thread("graph-saver", self._graph_saver)
+        self._start_thread("access-stamper", self._stamper)
+        # Load the model now, off the request path: the first search should not pay for it.
+        self._start_thread("embedder-warmup", self._warm_up)
+        for module in self._hook_modules():
+            start = getattr(module, "start", None)
+            if start is not None:
+                start(self)
+        return self
+
+    def _load_records(
+        self, raw: VectorStore, space: integrity.SpaceGuard, embedder: Embedder
+    ) -> Embedder:
+        """Check the store against its records, then read its meta and graph. A store that
+        lost data is refused (StoreDamaged) before anything writes to it."""
+        s = self.settings
+        manifest = integrity.Manifest(self.home, integrity.store_location(raw, self.home))
+        checked = manifest.location is not None  # an in-memory store has nothing to lose
+        if checked:
+            integrity.check_counts(self.home, raw, manifest)
+            integrity.check_sample(self.home, raw)
         self.store = integrity.GuardedStore(raw, space, manifest)
         self.meta = StoreMeta(self.store)
         self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()))
@@ -92,33 +119,11 @@ class Brain:
                         f"here ({exc.message}); install it or use another BRAIN__HOME"
                     ) from exc
                 embedder = build_embedder(recorded, s.embedding.batch_size, s.embedding.backend)
-        self.embedder = embedder
         self.graph = LinkGraph(s.graph_path)
         self._load_graph()
-        self.memory = MemoryService(
-            self.store, self.embedder, self.graph, self.meta, self._memory_config(), self.clock,
-            self.bm25,
-        )
-        self.memory.reranker = reranker
-        self._opened = True
-        self._start_thread("graph-saver", self._graph_saver)
-        self._start_thread("access-stamper", self._stamper)
-        # Load the model now, off the request path: the first search should not pay for it.
-        self._start_thread("embedder-warmup", self._warm_up)
-        for module in self._hook_modules():
-            start = getattr(module, "start", None)
-            if start is not None:
-                start(self)
-        return self
-
-    def _check_store(self, raw: VectorStore) -> integrity.Manifest:
-        """Refuse a store that lost data (StoreDamaged), before anything writes to it."""
-        manifest = integrity.Manifest(self.home, integrity.store_location(raw, self.home))
-        if manifest.location is not None:  # an in-memory store has nothing to lose
-            integrity.check_counts(self.home, raw, manifest)
-            integrity.check_sample(self.home, raw)
-            integrity.check_graph_cache(self.home, self.settings.graph_path, raw)
-        return manifest
+        if checked:
+            integrity.check_graph(self.home, self.graph, raw)
+        return embedder
 
     @staticmethod
     def _hook_modules() -> list[Any]:

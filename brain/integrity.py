@@ -186,6 +186,16 @@ def _damaged(home: Path, what: str, **details: Any) -> StoreDamaged:
                         **details)
 
 
+def _read(home: Path, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """A read of the store; one that fails on its files is damage, with the recovery."""
+    try:
+        return fn(*args, **kwargs)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException
+        raise _damaged(home, f"reading points failed ({type(exc).__name__}: {exc})") from None
+
+
 def check_present(home: Path, store: Any) -> None:
     """A missing embedded store is damage when the data dir shows a brain lived here."""
     path = getattr(store, "path", None)
@@ -216,21 +226,19 @@ def open_store(home: Path, store: Any, dimension: int) -> None:
         raise _damaged(home, f"its files cannot be loaded ({detail})") from None
 
 
-def check_graph_cache(home: Path, graph_path: Path, store: Any) -> None:
-    try:
-        data = json.loads(Path(graph_path).read_text(encoding="utf-8"))
-        nodes = sum(1 for n in data["nodes"] if "title" in n)
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # no usable cache: nothing to compare against (it is rebuilt)
-    notes = store.count(Filter(must_not=(MatchAny("kind", NOT_NODES),)))
+def check_graph(home: Path, graph: Any, store: Any) -> None:
+    """The graph cache, as loaded, names no more notes than the store holds. (A stale cache
+    was rebuilt from the store instead: then the count check alone speaks.)"""
+    nodes = sum(1 for _, attrs in graph.g.nodes(data=True) if attrs.get("title"))
+    notes = _read(home, store.count, Filter(must_not=(MatchAny("kind", NOT_NODES),)))
     if nodes > notes:
-        raise _damaged(home, f"the graph cache {graph_path} knows {nodes} notes, the store "
+        raise _damaged(home, f"the graph cache {graph.path} knows {nodes} notes, the store "
                              f"holds {notes}", expected=nodes, found=notes)
 
 
 def check_counts(home: Path, store: Any, manifest: Manifest) -> int:
     """Compare the store with its record; returns the store's point count."""
-    found = store.count(None)
+    found = int(_read(home, store.count, None))
     data = manifest.load()
     if data is None or data.get("location") != manifest.location:
         if data is not None:
@@ -242,6 +250,10 @@ def check_counts(home: Path, store: Any, manifest: Manifest) -> int:
     if found < expected:
         raise _damaged(home, f"{expected} points were recorded, {found} are there",
                        expected=expected, found=found)
+    if expected and not _read(home, store.retrieve, [META_ID]):
+        # Its own record gone: a new one would be written and the graph rebuilt to match.
+        raise _damaged(home, "the store's own meta record is gone", expected=expected,
+                       found=found)
     manifest.points = expected
     return found
 
@@ -266,12 +278,8 @@ def check_sample(home: Path, store: Any, seed: int | None = None) -> int:
     offsets: list[str | None] = [None] + [str(uuid.UUID(int=rnd.getrandbits(128), version=4))
                                           for _ in range(SAMPLE_WINDOWS - 1)]
     for offset in offsets:
-        try:
-            points, _ = store.scroll(None, limit=SAMPLE_SIZE, offset=offset, with_vectors=True)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException
-            raise _damaged(home, f"reading points failed ({type(exc).__name__}: {exc})") from None
+        points, _ = _read(home, store.scroll, None, limit=SAMPLE_SIZE, offset=offset,
+                          with_vectors=True)
         for p in points:
             # Payloads: reading them is the check (a scribbled one fails to decode above);
             # their fields are not, since older brains wrote notes without ``kind``.
