@@ -52,7 +52,8 @@ def _restore(args: argparse.Namespace) -> int:
 
     s = _settings()
     with exclusive(s.home, "cli"):
-        print_json(snapshots.restore(s.home, _store_dir(s), args.name, s.storage.min_free_mb))
+        print_json(snapshots.restore(s.home, _store_dir(s), args.name, s.storage.min_free_mb,
+                                     s.graph_path))
     return 0
 
 

@@ -151,7 +151,8 @@ def find(home: Path, name: str) -> dict[str, Any]:
                           "(see `brain snapshots`)", field="name")
 
 
-def restore(home: Path, store_dir: Path, name: str, min_free_mb: float) -> dict[str, Any]:
+def restore(home: Path, store_dir: Path, name: str, min_free_mb: float,
+            graph_path: Path | None = None) -> dict[str, Any]:
     """Put snapshot ``name`` back as the store at ``store_dir``. The caller holds the data
     dir (no server runs on it). The replaced store and records are moved aside, not deleted."""
     home = Path(home)
@@ -173,8 +174,9 @@ def restore(home: Path, store_dir: Path, name: str, min_free_mb: float) -> dict[
         cur.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src / "sqlite" / rel, cur)
     # The graph cache describes the replaced store: rebuilt from the restored one at start.
-    for graph in home.glob("graph*.json"):
-        graph.rename(aside / graph.name)
+    graph = Path(graph_path) if graph_path is not None else home / "graph.json"
+    if graph.exists():
+        shutil.move(graph, aside / graph.name)
     Manifest(home, path_location(store_dir, home)).save(int(snap["points"]))
     log.info("restored snapshot %s (%s points); the replaced store is in %s",
              name, snap["points"], aside)
