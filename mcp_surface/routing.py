@@ -238,6 +238,7 @@ class Router:
         self._calls: owner_rpc.CallServer | None = None
         self._standby: Any = None  # embedder warmed while a proxy, used if it takes over
         self._claimed: Brain | None = None  # opened by claim() before the server ran
+        self.failed: BrainError | None = None  # why taking over failed (then nobody owns)
         self.default = Identity(settings.identity.user_id, settings.identity.agent_id)
 
     # -------------------------------------------------------------- lifecycle
@@ -312,6 +313,7 @@ class Router:
                 brain = await anyio.to_thread.run_sync(self._open_brain)
             except BrainError as exc:  # e.g. a proxy taking over finds the store damaged
                 log.error("%s", one_line(exc))
+                self.failed = exc  # this process's calls get the reason, not a 30 s wait
                 raise
         t1 = time.monotonic()
         own.install_request_stamping(brain)
@@ -582,6 +584,8 @@ class Router:
         while True:
             if self.local:
                 return None
+            if self.failed is not None:
+                raise ToolError(str(self.failed))
             link = self._link
             if link is not None and not link.lost.is_set():
                 if link.ready.is_set():

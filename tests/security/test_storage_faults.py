@@ -323,6 +323,21 @@ def test_damaged_store_http_start_is_one_line_exit_2(settings: Settings) -> None
                       settings.home, "STORE_DAMAGED")
 
 
+def test_store_locked_start_is_one_line_exit_2(settings: Settings) -> None:
+    """Another process holds the shard itself (not the data dir's owner lock)."""
+    _build(settings, 2)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, qdrant_edge as qe; s = qe.EdgeShard.load(sys.argv[1]);"
+         " print('held', flush=True); sys.stdin.read()", str(_shard(settings.home))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        _one_line_refusal(_serve("mcp_server", settings.home), settings.home, "STORE_LOCKED")
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
 @pytest.mark.parametrize("cmd", sorted(SERVE_COMMANDS))
 def test_model_unavailable_start_is_one_line_exit_2(cmd: str, home: Path) -> None:
     proc = _serve(cmd, home, BRAIN__EMBEDDING__MODEL="nobody/no-such-model")
@@ -335,6 +350,44 @@ def test_bad_config_start_is_one_line_exit_2(cmd: str, home: Path) -> None:
     line = _one_line_refusal(_serve(cmd, home, BRAIN__DECAY__STALE_DAYS="soon"), home,
                              "CONFIG_INVALID")
     assert "BRAIN__DECAY__STALE_DAYS" in line
+
+
+async def test_takeover_of_a_damaged_store_answers_store_damaged(settings: Settings) -> None:
+    """A proxy that takes over from a dead owner and finds the store damaged answers every
+    call with the reason at once (not a 30 s wait for an owner that will never come)."""
+    from brain import owner as own
+
+    _build(settings, 6)
+    home = settings.home
+    env = _env(home, BRAIN__WORKERS__ENRICHMENT__ENABLED="false")
+    owner = subprocess.Popen(SERVE_COMMANDS["mcp_server"], cwd=str(ROOT), env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while (info := own.read_info(home)) is None or info.pid != owner.pid:
+            assert time.monotonic() < deadline and owner.poll() is None
+            time.sleep(0.05)
+        transport = StdioTransport(command=sys.executable, args=[str(ROOT / "mcp_server.py")],
+                                   env=env, cwd=str(ROOT), keep_alive=False)
+        async with Client(transport, timeout=60) as proxy:
+            res = await proxy.call_tool("search_memory", {"query": "service retries backoff",
+                                                          "project": "ops"})
+            assert res.structured_content["count"] >= 1  # forwarded to the healthy owner
+            os.kill(owner.pid, signal.SIGSTOP)  # damage the store while nobody can write
+            with _id_tracker(home).open("r+b") as fh:
+                fh.truncate(100)
+            os.kill(owner.pid, signal.SIGKILL)
+            owner.wait(timeout=30)
+            t0 = time.monotonic()
+            with pytest.raises(ToolError) as err:
+                await proxy.call_tool("search_memory", {"query": "service", "project": "ops"})
+            assert "STORE_DAMAGED" in str(err.value) and "brain restore" in str(err.value)
+            assert time.monotonic() - t0 < 20
+    finally:
+        owner.kill()
+        owner.wait(timeout=30)
+    assert "[STORE_DAMAGED]" in (home / "brain.log").read_text(encoding="utf-8")
 
 
 # ------------------------------------------------------------------------ full disk
