@@ -174,6 +174,7 @@ def _default_workers() -> dict[str, WorkerSettings]:
         "decay": WorkerSettings(enabled=True, interval_s=6 * 3600),
         "reclamation": WorkerSettings(enabled=True, interval_s=3600),
         "enrichment": WorkerSettings(enabled=True, interval_s=1.0),
+        "snapshot": WorkerSettings(enabled=True, interval_s=6 * 3600),
     }
 
 
@@ -215,6 +216,17 @@ class SyncSettings(_Section):
         64, ge=1, le=4096, description="Chunks per embedding call in a sync (cancel checks)"
     )
     grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
+
+
+class StorageSettings(_Section):
+    min_free_mb: float = Field(
+        64.0, ge=0,
+        description="Free space kept on the data dir's disk: writes (and start) below it are "
+                    "refused with DISK_FULL, never a crash",
+    )
+    snapshots_keep: int = Field(
+        3, ge=1, description="Store snapshots kept in <home>/snapshots (newest; see brain restore)"
+    )
 
 
 class LogSettings(_Section):
@@ -330,6 +342,7 @@ class Settings(BaseSettings):
     files: FilesSettings = Field(default_factory=FilesSettings)
     sync: SyncSettings = Field(default_factory=SyncSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
     @field_validator("home", mode="after")
     @classmethod

@@ -241,18 +241,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    from brain import startup
+    from mcp_surface import routing
+
     try:
         settings = load_settings()
+    except ValueError as exc:
+        startup.refuse(startup.guess_home(), exc)
+    setup_logging(settings.home, settings.log.level)
+    # A log write on a full disk must not print a traceback; the space guard says why once.
+    logging.raiseExceptions = False
+    try:
         # [rerank] enabled: the cross-encoder loads now, or the server does not start.
         rerank.load(settings.rerank.enabled, settings.rerank.model)
-    except (ValueError, BrainError) as exc:
-        print(f"opencode-brain: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    setup_logging(settings.home, settings.log.level)
+        server = create_server(settings, http=args.http)
+        # The owner opens its Brain here, before the transport's task groups: a store that
+        # refuses to serve (damaged, full disk, locked, no model) is reported as one line.
+        routing.claim(server)
+    except Exception as exc:  # noqa: BLE001 - every start failure is the one-line error
+        startup.refuse(settings.home, exc)
+    try:
+        _run(server, args)
+    except Exception as exc:
+        err = startup.brain_error_in(exc)
+        if err is None:
+            raise
+        startup.refuse(settings.home, err)
+
+
+def _run(server: FastMCP, args: Any) -> None:
     if not args.http:
-        create_server(settings).run(transport="stdio", show_banner=False)
+        server.run(transport="stdio", show_banner=False)
         return
-    server = create_server(settings, http=True)
     verifier: Any = server.auth  # routing.HttpTokenVerifier, set by create_server(http=True)
     if verifier.created:
         print(f"opencode-brain: new HTTP token {verifier.token} saved in {verifier.token_path} "
@@ -260,7 +280,6 @@ def main(argv: list[str] | None = None) -> None:
     else:
         print(f"opencode-brain: HTTP token in {verifier.token_path}", file=sys.stderr)
     server.run(transport="http", show_banner=False, host=args.host, port=args.port)
-
 
 if __name__ == "__main__":
     main()

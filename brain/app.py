@@ -12,11 +12,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from brain import rerank
+from brain import integrity, rerank
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
 from brain.embedder import Embedder, build_embedder, resolve_record
-from brain.errors import ModelUnavailable
+from brain.errors import DiskFull, ModelUnavailable
 from brain.graph import LinkGraph
 from brain.memory import MemoryConfig, MemoryService
 from brain.store_meta import StoreMeta
@@ -27,7 +27,8 @@ from config import Settings
 log = logging.getLogger(__name__)
 
 # Modules with background work, started in this order at open and stopped in reverse.
-HOOK_MODULES = ("brain.workers", "brain.agentic", "brain.sources.service", "brain.files.service")
+HOOK_MODULES = ("brain.workers", "brain.snapshots", "brain.agentic", "brain.sources.service",
+                "brain.files.service")
 
 
 class Brain:
@@ -57,14 +58,51 @@ class Brain:
         reranker = rerank.load(s.rerank.enabled, s.rerank.model)
         self.home.mkdir(parents=True, exist_ok=True)
         configured = resolve_record(s.embedding.model, s.embedding.dimension)
-        self.store = self._store or build_store(
+        raw = self._store or build_store(
             home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,
             api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
             local_path=s.qdrant.local_path,
         )
+        integrity.check_present(self.home, raw)
+        # Before Edge creates or maps a file: a page written on a full disk is a SIGBUS.
+        space = integrity.SpaceGuard(self.home, s.storage.min_free_mb)
+        space.require("open the store", extra=integrity.space_to_open(raw))
         embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
                                                     s.embedding.backend)
-        self.store.open(embedder.dimension)
+        integrity.open_store(self.home, raw, embedder.dimension)
+        try:
+            self.embedder = self._load_records(raw, space, embedder)
+        except BaseException:
+            raw.close()  # refused: release the shard so a restore can work on it
+            raise
+        self.memory = MemoryService(
+            self.store, self.embedder, self.graph, self.meta, self._memory_config(), self.clock,
+            self.bm25,
+        )
+        self.memory.reranker = reranker
+        self._opened = True
+        self._start_thread("graph-saver", self._graph_saver)
+        self._start_thread("access-stamper", self._stamper)
+        # Load the model now, off the request path: the first search should not pay for it.
+        self._start_thread("embedder-warmup", self._warm_up)
+        for module in self._hook_modules():
+            start = getattr(module, "start", None)
+            if start is not None:
+                start(self)
+        return self
+
+    def _load_records(
+        self, raw: VectorStore, space: integrity.SpaceGuard, embedder: Embedder
+    ) -> Embedder:
+        """Check the store against its records, then read its meta and graph. A store that
+        lost data is refused (StoreDamaged) before anything writes to it."""
+        s = self.settings
+        manifest = integrity.Manifest(self.home, integrity.store_location(raw, self.home))
+        checked = manifest.location is not None  # an in-memory store has nothing to lose
+        if checked:
+            integrity.check_counts(self.home, raw, manifest)
+            integrity.check_sample(self.home, raw)
+        self.store = integrity.GuardedStore(raw, space, manifest)
         self.meta = StoreMeta(self.store)
         self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()))
         if self.meta.model != embedder.record.id:
@@ -81,24 +119,11 @@ class Brain:
                         f"here ({exc.message}); install it or use another BRAIN__HOME"
                     ) from exc
                 embedder = build_embedder(recorded, s.embedding.batch_size, s.embedding.backend)
-        self.embedder = embedder
         self.graph = LinkGraph(s.graph_path)
         self._load_graph()
-        self.memory = MemoryService(
-            self.store, self.embedder, self.graph, self.meta, self._memory_config(), self.clock,
-            self.bm25,
-        )
-        self.memory.reranker = reranker
-        self._opened = True
-        self._start_thread("graph-saver", self._graph_saver)
-        self._start_thread("access-stamper", self._stamper)
-        # Load the model now, off the request path: the first search should not pay for it.
-        self._start_thread("embedder-warmup", self._warm_up)
-        for module in self._hook_modules():
-            start = getattr(module, "start", None)
-            if start is not None:
-                start(self)
-        return self
+        if checked:
+            integrity.check_graph(self.home, self.graph, raw)
+        return embedder
 
     @staticmethod
     def _hook_modules() -> list[Any]:
@@ -203,6 +228,8 @@ class Brain:
         while not self._stop.wait(2.0):
             try:
                 self.save_graph()
+            except DiskFull:
+                pass  # logged by the space guard; retried on the next tick
             except Exception:  # noqa: BLE001 - retried on the next tick
                 log.exception("housekeeping failed")
 
@@ -216,6 +243,8 @@ class Brain:
         while not self._stop.wait(0.2):
             try:
                 self.memory.flush_stamps()
+            except DiskFull:
+                pass  # logged by the space guard once a minute; retried on the next tick
             except Exception:  # noqa: BLE001 - retried on the next tick
                 log.exception("access stamp flush failed")
 

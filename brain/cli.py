@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "brain.cli_files",
     "brain.cli_bench",
     "brain.cli_owner",
+    "brain.cli_snapshots",
 )
 
 

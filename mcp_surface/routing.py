@@ -23,6 +23,7 @@ import os
 import socket
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,10 +44,11 @@ from starlette.responses import JSONResponse
 
 from brain import owner as own
 from brain.app import Brain
-from brain.errors import StoreLocked
+from brain.errors import BrainError, StoreLocked
 from brain.identity import Identity, acting_as
 from brain.identity import current as current_identity
 from brain.notes import public_note
+from brain.startup import brain_error_in, one_line
 from config import Settings
 from mcp_surface import owner_rpc
 
@@ -236,6 +238,8 @@ class Router:
         self._sibling: Any = None
         self._calls: owner_rpc.CallServer | None = None
         self._standby: Any = None  # embedder warmed while a proxy, used if it takes over
+        self._claimed: Brain | None = None  # opened by claim() before the server ran
+        self.failed: BrainError | None = None  # why taking over failed (then nobody owns)
         self.default = Identity(settings.identity.user_id, settings.identity.agent_id)
 
     # -------------------------------------------------------------- lifecycle
@@ -249,7 +253,13 @@ class Router:
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         if task.done():
-            task.result()  # startup failed: raise it
+            try:
+                task.result()  # startup failed: raise it
+            except BaseExceptionGroup as group:  # the task group's wrapping hides the cause
+                err = brain_error_in(group)
+                if err is None:
+                    raise
+                raise err from None
         try:
             yield self
         finally:
@@ -279,12 +289,33 @@ class Router:
             with anyio.CancelScope(shield=True):
                 await self._shutdown()
 
+    def claim(self) -> bool:
+        """Before the server runs: take the owner lock if it is free and open the Brain now,
+        so that a start failure reaches ``main()`` as the typed error, not from inside the
+        server's task groups. ``_main`` then finds the lock held and promotes with this Brain.
+        """
+        if not self.lock.try_acquire():
+            return False
+        try:
+            self._claimed = self._open_brain()
+        except BaseException:
+            self.lock.release()
+            raise
+        return True
+
     async def _promote(self) -> None:
         """Become the owner: open the Brain, serve siblings on the Unix socket, then this
         process's own calls (siblings first: they have been waiting since the old owner died,
         and this process's backlog would otherwise hold the loop while the endpoint starts)."""
         t0 = time.monotonic()
-        brain = await anyio.to_thread.run_sync(self._open_brain)
+        brain, self._claimed = self._claimed, None
+        if brain is None:
+            try:
+                brain = await anyio.to_thread.run_sync(self._open_brain)
+            except BrainError as exc:  # e.g. a proxy taking over finds the store damaged
+                log.error("%s", one_line(exc))
+                self.failed = exc  # this process's calls get the reason, not a 30 s wait
+                raise
         t1 = time.monotonic()
         own.install_request_stamping(brain)
         own.record_open(self.home, self.kind)
@@ -554,6 +585,8 @@ class Router:
         while True:
             if self.local:
                 return None
+            if self.failed is not None:
+                raise ToolError(str(self.failed))
             link = self._link
             if link is not None and not link.lost.is_set():
                 if link.ready.is_set():
@@ -654,7 +687,18 @@ def attach(
     """Give ``front`` (a server without an injected Brain) its router and forwarding."""
     router = Router(settings, state, front, make_sibling, kind)
     front.add_middleware(Forwarder(router))
+    _ROUTERS[front] = router
     return router
+
+
+_ROUTERS: weakref.WeakKeyDictionary[FastMCP, Router] = weakref.WeakKeyDictionary()
+
+
+def claim(front: FastMCP) -> bool:
+    """Open the Brain of ``front``'s router now if this process is the owner (see
+    ``Router.claim``); False for a proxy or a server built around a given Brain."""
+    router = _ROUTERS.get(front)
+    return router.claim() if router is not None else False
 
 
 def http_auth(settings: Settings) -> HttpTokenVerifier:
@@ -671,5 +715,6 @@ __all__ = [
     "SiblingCalls",
     "TokenIdentity",
     "attach",
+    "claim",
     "http_auth",
 ]

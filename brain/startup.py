@@ -1,0 +1,100 @@
+"""How a server that cannot start says so: one line, ``opencode-brain: [CODE] message``, on
+stderr and in ``brain.log``, and exit code 2. Never a traceback on stderr.
+
+A failure can arrive wrapped: the stdio server opens the Brain inside a task group, which
+raises an ``ExceptionGroup``; :func:`brain_error_in` finds the typed error inside.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import NoReturn
+
+from brain.errors import BrainError, ConfigError
+
+PREFIX = "opencode-brain"
+
+
+class StartFailed(BrainError):
+    code = "START_FAILED"
+
+
+def brain_error_in(exc: BaseException) -> BrainError | None:
+    """The typed error behind ``exc`` (itself, its cause, or inside an exception group)."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, BrainError):
+            return e
+        if isinstance(e, BaseExceptionGroup):
+            stack.extend(e.exceptions)
+        for nxt in (e.__cause__, e.__context__):
+            if nxt is not None:
+                stack.append(nxt)
+    return None
+
+
+def as_brain_error(exc: BaseException) -> BrainError:
+    found = brain_error_in(exc)
+    if found is not None:
+        return found
+    if isinstance(exc, ValueError):  # config.ConfigInvalid: the message names field and fix
+        return ConfigError(str(exc))
+    return StartFailed(f"{type(exc).__name__}: {exc} (the details are in brain.log)")
+
+
+def one_line(err: BrainError) -> str:
+    return f"{PREFIX}: " + " ".join(str(err).split())
+
+
+def _log_file_handlers() -> list[logging.Handler]:
+    return [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+
+
+def _append(home: Path | None, text: str) -> None:
+    """Write to brain.log through its handler if logging is set up, else append directly."""
+    handlers = _log_file_handlers()
+    if handlers:
+        record = logging.LogRecord("brain.start", logging.ERROR, __file__, 0, text, None, None)
+        for h in handlers:
+            h.handle(record)
+        return
+    if home is None:
+        return
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(home / "brain.log", "a", encoding="utf-8") as fh:
+            fh.write(f"{stamp} ERROR brain.start: {text}\n")
+    except OSError:
+        pass  # a full or read-only disk: stderr still has the line
+
+
+def refuse(home: Path | None, exc: BaseException) -> NoReturn:
+    """Report a start failure as the documented line and exit with code 2."""
+    err = as_brain_error(exc)
+    line = one_line(err)
+    logging.raiseExceptions = False  # a log write on a full disk must not print a traceback
+    if isinstance(err, StartFailed):  # unexpected: keep the traceback, in the log file only
+        _append(home, line + "\n" + "".join(traceback.format_exception(exc)))
+    else:
+        _append(home, line)
+    print(line, file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def guess_home() -> Path:
+    """The data dir when the settings themselves failed to load (for brain.log)."""
+    from config import DEFAULT_HOME
+
+    return Path(os.environ.get("BRAIN__HOME") or DEFAULT_HOME).expanduser()
