@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "brain.cli_bench",
     "brain.cli_owner",
     "brain.cli_snapshots",
+    "brain.cli_install",
 )
 
 

@@ -45,6 +45,7 @@ from starlette.responses import JSONResponse
 from brain import owner as own
 from brain.app import Brain
 from brain.errors import BrainError, StoreLocked
+from brain.hooks.drain import drain as drain_hook_spool
 from brain.identity import Identity, acting_as
 from brain.identity import current as current_identity
 from brain.notes import public_note
@@ -320,6 +321,7 @@ class Router:
         own.install_request_stamping(brain)
         own.record_open(self.home, self.kind)
         self.state.brain = brain
+        await anyio.to_thread.run_sync(drain_hook_spool, brain)  # hooks run while none owned it
         if self._link is not None:
             self._link.lost.set()
         await self._start_endpoint(brain)

@@ -1,0 +1,212 @@
+"""What each lifecycle event does (stdlib only; runs in the hook process).
+
+- ``session-start``: open_session for the project, rendered within the session budget.
+- ``user-prompt``: search_memory for the prompt above the confidence floor, within the prompt
+  budget; nothing when nothing is relevant.
+- ``post-tool``: a failed shell command becomes record_failure (signature = command shape +
+  error class); a later success of the same shape becomes record_resolution of that failure.
+- ``pre-compact`` / ``session-end`` / ``stop``: close_session with a summary of the transcript
+  (``stop`` only when the session has moved on since its last handoff, and not more often
+  than STOP_EVERY_S: it fires after every turn).
+
+Payloads are Claude Code's hook input (see tests/fixtures/hooks); the OpenCode plugin sends
+the same fields, with ``transcript`` (a list of records) in place of ``transcript_path``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from brain.hooks import client, shape, summary
+
+STOP_EVERY_S = 15 * 60
+MAX_FAILURE_OUTPUT = 2000  # characters of a failed command's output kept in the note
+MAX_PENDING = 200  # failed shapes remembered while waiting for their fix
+PENDING_TTL_S = 7 * 86_400
+SHELL_TOOLS = frozenset({"Bash", "bash", "shell"})
+_PROJECT_OK = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass
+class Context:
+    home: Path
+    owner: client.Owner
+    args: Any  # the parsed hook command line
+
+    @property
+    def caller(self) -> dict[str, str]:
+        return self.owner.caller
+
+
+def project_of(payload: dict[str, Any], explicit: str = "") -> str:
+    """The project a session works on: --project, else the name of the git root above cwd."""
+    if explicit:
+        return explicit[:128]
+    cwd = Path(str(payload.get("cwd") or ".")).expanduser()
+    root = cwd
+    for parent in (cwd, *cwd.parents):
+        if (parent / ".git").exists():
+            root = parent
+            break
+    name = _PROJECT_OK.sub("-", root.name).strip("-.")
+    return (name or "general")[:128]
+
+
+def handle(event: str, payload: dict[str, Any], ctx: Context) -> str:
+    project = project_of(payload, ctx.args.project)
+    if event == "session-start":
+        return session_start(project, ctx)
+    if event == "user-prompt":
+        return user_prompt(payload, project, ctx)
+    if event == "post-tool":
+        post_tool(payload, project, ctx)
+        return ""
+    close(event, payload, project, ctx)
+    return ""
+
+
+# ------------------------------------------------------------------------------ recall
+def session_start(project: str, ctx: Context) -> str:
+    try:
+        opened = ctx.owner.call("open_session", {"project": project})
+    except client.NoOwner:
+        return ""  # nothing to inject without a brain; the spool is for writes
+    return summary.render_session(opened, ctx.args.session_budget)
+
+
+def user_prompt(payload: dict[str, Any], project: str, ctx: Context) -> str:
+    prompt = str(payload.get("prompt") or "").strip()
+    if len(prompt.split()) < 3 or prompt.startswith("/"):
+        return ""  # "yes", "go on", slash commands: nothing to look up
+    try:
+        found = ctx.owner.call(
+            "search_memory",
+            {"query": prompt[:2000], "project": project, "top_k": 5,
+             "include_fleeting": True, "confidence_min": ctx.args.floor},
+        )
+    except client.NoOwner:
+        return ""
+    return summary.render_hits(found.get("results") or [], ctx.args.prompt_budget)
+
+
+# ------------------------------------------------------------------------------ capture
+def _command_result(payload: dict[str, Any]) -> tuple[str, str, int | None, bool] | None:
+    """``(command, output, exit code, failed)`` of a shell tool call, or None."""
+    if payload.get("tool_name") not in SHELL_TOOLS:
+        return None
+    tool_input = payload.get("tool_input") or {}
+    command = str(tool_input.get("command") or "").strip() if isinstance(tool_input, dict) else ""
+    if not command:
+        return None
+    if payload.get("hook_event_name") == "PostToolUseFailure":
+        if payload.get("is_interrupt"):
+            return None  # the user stopped it: not a failure of the command
+        error = str(payload.get("error") or "")
+        return command, error, shape.exit_code_of(error), True
+    resp = payload.get("tool_response")
+    resp = resp if isinstance(resp, dict) else {"stdout": str(resp or "")}
+    if resp.get("interrupted"):
+        return None
+    output = "\n".join(str(resp.get(k) or "") for k in ("stderr", "stdout") if resp.get(k))
+    code = resp.get("exit_code", resp.get("exitCode"))
+    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    failed = (code is not None and code != 0) or (code is None and shape.looks_failed(output))
+    return command, output, code, failed
+
+
+def post_tool(payload: dict[str, Any], project: str, ctx: Context) -> None:
+    res = _command_result(payload)
+    if res is None:
+        return
+    command, output, code, failed = res
+    sh, err, sig = shape.signature(command, output, code)
+    key = f"{project}\x1f{sh}"
+    if failed:
+        _record_failure(payload, project, ctx, key, (command, output, code, sh, err, sig))
+    else:
+        _maybe_resolve(project, ctx, key, command)
+
+
+def _record_failure(
+    payload: dict[str, Any], project: str, ctx: Context, key: str, res: tuple[Any, ...]
+) -> None:
+    command, output, code, sh, err, sig = res
+    tail = output.strip()[-MAX_FAILURE_OUTPUT:]
+    exit_note = f", exit {code}" if code is not None else ""
+    content = f"`{command[:500]}` failed ({err}{exit_note}).\n\n{tail}".strip()
+    args = {"content": content, "project": project, "failure_signature": sig}
+    zk = ""
+    try:
+        zk = str((ctx.owner.call("record_failure", args).get("note") or {}).get("zk_id") or "")
+    except client.NoOwner:
+        client.spool(ctx.home, {"op": "call", "name": "record_failure", "args": args,
+                                "caller": ctx.caller})
+    with client.state(ctx.home) as st:
+        pending = st.setdefault("pending", {})
+        pending[key] = {"sig": sig, "zk": zk, "command": command[:500], "error": err,
+                        "session": str(payload.get("session_id") or ""), "at": time.time()}
+        _prune(pending)
+
+
+def _prune(pending: dict[str, Any]) -> None:
+    now = time.time()
+    for k in [k for k, v in pending.items() if now - float(v.get("at") or 0) > PENDING_TTL_S]:
+        del pending[k]
+    while len(pending) > MAX_PENDING:
+        del pending[min(pending, key=lambda k: float(pending[k].get("at") or 0))]
+
+
+def _maybe_resolve(project: str, ctx: Context, key: str, command: str) -> None:
+    """A success of a shape that failed before: the change in between is a fix candidate."""
+    with client.state(ctx.home) as st:
+        failure = (st.get("pending") or {}).pop(key, None)
+    if failure is None:
+        return  # the common case: no socket, no store, just the state file
+    fix = (
+        f"Candidate fix (captured by the hook): `{command[:500]}` succeeded after "
+        f"`{failure.get('command', '')}` had failed with {failure.get('error', 'an error')}. "
+        "What changed between the two runs is the fix."
+    )
+    zk = str(failure.get("zk") or "")
+    try:
+        if not zk:
+            raise client.NoOwner("failure id unknown (it was spooled)")
+        ctx.owner.call("record_resolution", {"failure_zk_id": zk, "fix_content": fix,
+                                             "project": project})
+    except client.NoOwner:
+        client.spool(ctx.home, {"op": "resolve", "project": project, "signature": failure["sig"],
+                                "fix_content": fix, "caller": ctx.caller})
+
+
+# ------------------------------------------------------------------------------ handoff
+def close(event: str, payload: dict[str, Any], project: str, ctx: Context) -> None:
+    session = str(payload.get("session_id") or "")
+    records = summary.load_transcript(payload)
+    with client.state(ctx.home) as st:
+        pending = [v for v in (st.get("pending") or {}).values() if v.get("session") == session]
+    handoff = summary.summarize(records, pending)
+    if handoff is None:
+        return  # nothing happened in this session worth a handoff
+    digest = hashlib.sha256(repr(sorted(handoff.items())).encode()).hexdigest()[:16]
+    with client.state(ctx.home) as st:
+        last = (st.get("closed") or {}).get(session) or {}
+    if last.get("digest") == digest:
+        return  # PreCompact then SessionEnd with nothing new: one handoff is enough
+    if event == "stop" and time.time() - float(last.get("at") or 0) < STOP_EVERY_S:
+        return
+    args = {"project": project, **handoff}
+    try:
+        ctx.owner.call("close_session", args)
+    except client.NoOwner:
+        client.spool(ctx.home, {"op": "call", "name": "close_session", "args": args,
+                                "caller": ctx.caller})
+    with client.state(ctx.home) as st:
+        closed = st.setdefault("closed", {})
+        closed[session] = {"digest": digest, "at": time.time()}
+        for k in sorted(closed, key=lambda k: closed[k]["at"])[:-50]:
+            del closed[k]

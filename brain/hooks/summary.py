@@ -1,0 +1,205 @@
+"""Text in and out of the hooks (stdlib only): the context injected at session start and per
+prompt, cut to a token budget, and the heuristic handoff built from a transcript.
+
+Budgets are in tokens, estimated at CHARS_PER_TOKEN characters each (the hook loads no
+tokenizer); items go in priority order and the first one that does not fit ends the list.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from brain.hooks import CHARS_PER_TOKEN
+
+MAX_TRANSCRIPT = 4 * 1024 * 1024  # read at most the last 4 MB of a transcript
+EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "patch"})
+PATH_KEYS = ("file_path", "filePath", "notebook_path", "path")
+SHELL_TOOLS = frozenset({"Bash", "bash"})
+_NEXT = re.compile(r"^\s*(?:[-*]\s*)?(?:\[ \]\s*|next\b|todo\b|remaining\b|still to do\b)", re.I)
+
+
+def _one_line(text: Any, cap: int) -> str:
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= cap else s[: cap - 1].rstrip() + "…"
+
+
+class _Budget:
+    def __init__(self, tokens: int) -> None:
+        self.left = max(tokens, 0) * CHARS_PER_TOKEN
+        self.lines: list[str] = []
+
+    def add(self, line: str) -> bool:
+        if len(line) + 1 > self.left:
+            return False
+        self.lines.append(line)
+        self.left -= len(line) + 1
+        return True
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+# ------------------------------------------------------------------------------ injected
+def render_session(opened: dict[str, Any], budget_tokens: int) -> str:
+    """open_session's answer as a short briefing: handoff, open thread, mistakes with their
+    fixes, decisions, context notes, pinned notes, inbox count."""
+    ctx = opened.get("context") or {}
+    project = ctx.get("project") or "?"
+    b = _Budget(budget_tokens)
+    if not b.add(
+        f"Memory from opencode-brain for project '{project}' (loaded by the session-start hook:"
+        " open_session has already run)."
+    ):
+        return ""
+    thread = ctx.get("open_thread") or ctx.get("latest_session_summary")
+    if thread:
+        s = thread.get("session") or {}
+        b.add(f"Last handoff: {_one_line(s.get('objective') or thread.get('title'), 200)}")
+        for name in ("completed", "blockers", "next_steps"):
+            items = [_one_line(x, 160) for x in (s.get(name) or [])][:4]
+            if items:
+                b.add(f"  {name.replace('_', ' ')}: " + "; ".join(items))
+    fixes_by_mistake: dict[str, list[str]] = {}
+    for fix in ctx.get("recent_fixes") or []:
+        for link in fix.get("links") or []:
+            if link.get("relation") == "fixes":
+                fixes_by_mistake.setdefault(link["zk_id"], []).append(
+                    _one_line(fix.get("title") or fix.get("content"), 200)
+                )
+    sections = (
+        ("Recent mistakes", ctx.get("recent_mistakes") or [], fixes_by_mistake),
+        ("Decisions", ctx.get("recent_decisions") or [], {}),
+        ("Project context", ctx.get("project_context") or [], {}),
+        ("Pinned", ctx.get("pinned") or [], {}),
+    )
+    for heading, notes, fixes in sections:
+        if not notes or not b.add(f"{heading}:"):
+            continue
+        for note in notes:
+            line = f"- [{note.get('zk_id')}] {_one_line(note.get('title') or note.get('content'), 160)}"
+            for fix in fixes.get(str(note.get("zk_id")), [])[:2]:
+                line += f" -> fix: {fix}"
+            if not b.add(line):
+                break
+    inbox = ((opened.get("inbox") or {}).get("count")) or (ctx.get("counts") or {}).get("inbox")
+    if inbox:
+        b.add(f"Inbox: {inbox} fleeting note(s) waiting to be distilled (get_inbox).")
+    return b.text() if len(b.lines) > 1 else ""
+
+
+def render_hits(hits: list[dict[str, Any]], budget_tokens: int) -> str:
+    """Memories relevant to the prompt; empty when there are none."""
+    if not hits:
+        return ""
+    b = _Budget(budget_tokens)
+    if not b.add("Relevant memories from opencode-brain (found by the prompt hook):"):
+        return ""
+    for hit in hits:
+        title = _one_line(hit.get("title"), 120)
+        body = _one_line(hit.get("content"), 300)
+        line = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}: {body}"
+        if not b.add(line):
+            short = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}"
+            if not b.add(short):
+                break
+    return b.text() if len(b.lines) > 1 else ""
+
+
+# ------------------------------------------------------------------------------ transcript
+def _records_from_claude(line: dict[str, Any]) -> list[dict[str, Any]]:
+    """One Claude Code transcript line -> normalised records ``{role, text}`` and
+    ``{tool, input}``."""
+    kind = line.get("type")
+    msg = line.get("message") if isinstance(line.get("message"), dict) else {}
+    if kind not in ("user", "assistant") or line.get("isMeta") or line.get("isSidechain"):
+        return []
+    content = msg.get("content")
+    if isinstance(content, str):
+        return [{"role": kind, "text": content}]
+    out: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            out.append({"role": kind, "text": str(part.get("text") or "")})
+        elif part.get("type") == "tool_use":
+            out.append({"tool": part.get("name"), "input": part.get("input") or {}})
+    return out
+
+
+def load_transcript(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Records from the payload's ``transcript`` (the OpenCode plugin) or the JSONL file at
+    ``transcript_path`` (Claude Code), its last MAX_TRANSCRIPT bytes."""
+    inline = payload.get("transcript")
+    if isinstance(inline, list):
+        return [r for r in inline if isinstance(r, dict)]
+    path = payload.get("transcript_path")
+    if not path:
+        return []
+    p = Path(str(path)).expanduser()
+    try:
+        with p.open("rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - MAX_TRANSCRIPT))
+            raw = fh.read()
+    except OSError:
+        return []
+    records: list[dict[str, Any]] = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue  # the first line of a tail read, or a partial last one
+        if isinstance(data, dict):
+            records.extend(_records_from_claude(data))
+    return records
+
+
+def _is_prompt(text: str) -> bool:
+    t = text.strip()
+    # Client-made user turns: slash-command echoes, reminders, interrupted-request markers.
+    return bool(t) and not t.startswith(("<", "[Request interrupted", "Caveat:"))
+
+
+def summarize(records: list[dict[str, Any]], pending: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """close_session arguments from the session's records, or None for an empty session.
+
+    objective: the first prompt; completed: what the last answer said it did, with counts;
+    blockers: commands of this session that failed and never succeeded since; next_steps:
+    "next/todo" lines of the last answer, and the last prompt when it was another request;
+    key_files: files the session edited."""
+    prompts = [str(r["text"]) for r in records if r.get("role") == "user" and _is_prompt(
+        str(r.get("text") or ""))]
+    if not prompts:
+        return None
+    answers = [str(r["text"]) for r in records if r.get("role") == "assistant" and r.get("text")]
+    tools = [r for r in records if r.get("tool")]
+    files: list[str] = []
+    for r in tools:
+        inp = r.get("input") if isinstance(r.get("input"), dict) else {}
+        if r.get("tool") in EDIT_TOOLS:
+            for key in PATH_KEYS:
+                if inp.get(key) and str(inp[key]) not in files:
+                    files.append(str(inp[key]))
+    last = answers[-1] if answers else ""
+    lines = [ln.strip() for ln in last.splitlines() if ln.strip()]
+    nxt = [_one_line(ln, 200) for ln in lines if _NEXT.match(ln)][:5]
+    completed = [_one_line(ln, 200) for ln in lines if not _NEXT.match(ln)][:3]
+    commands = sum(1 for r in tools if r.get("tool") in SHELL_TOOLS)
+    if commands or files:
+        completed.append(f"ran {commands} shell command(s), edited {len(files)} file(s)")
+    if len(prompts) > 1 and prompts[-1] != prompts[0]:
+        nxt.append("last request: " + _one_line(prompts[-1], 200))
+    blockers = [
+        f"`{_one_line(p.get('command'), 160)}` still fails ({p.get('error')})" for p in pending
+    ][:5]
+    return {
+        "objective": _one_line(prompts[0], 240),
+        "completed": completed,
+        "blockers": blockers,
+        "next_steps": nxt,
+        "key_files": files[-10:],
+    }

@@ -1,0 +1,305 @@
+"""The memory hooks end to end: documented Claude Code payloads (tests/fixtures/hooks) piped
+into real hook processes, a real stdio server owning the data dir (hash embedder), and the
+brain's state read back through the same server's tools.
+
+Covers: a failing command then its fix ends as a mistake with a linked fix, the next session
+start shows both, the prompt hook injects only relevant memories, redaction holds (also in
+the spool at rest), the deadline holds with a stalled owner, an absent owner spools and the
+next server drains, and a hook process imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from brain.hooks import client as hook_client
+from brain.hooks import shape, summary
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hooks"
+RUNNER = ROOT / "brain" / "hooks" / "run.py"
+SECRETS = ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+PROJECT = "demo-app"
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    d = tmp_path / PROJECT
+    (d / ".git").mkdir(parents=True)
+    return d
+
+
+def payload(name: str, project_dir: Path) -> dict[str, Any]:
+    text = (FIXTURES / name).read_text()
+    transcript = project_dir / "transcript.jsonl"
+    if not transcript.exists():
+        transcript.write_text((FIXTURES / "transcript.jsonl").read_text().replace(
+            "@CWD@", str(project_dir)))
+    text = text.replace("@CWD@", str(project_dir)).replace("@TRANSCRIPT@", str(transcript))
+    return json.loads(text)
+
+
+def run_hook(event: str, data: dict[str, Any] | str, home: Path, *extra: str,
+             timeout: float = 20) -> tuple[str, float, int]:
+    """One hook process as Claude Code runs it: JSON on stdin, stdout read back."""
+    stdin = data if isinstance(data, str) else json.dumps(data)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-P", str(RUNNER), event, "--home", str(home), *extra],
+        input=stdin, capture_output=True, text=True, timeout=timeout,
+    )
+    return proc.stdout, time.monotonic() - t0, proc.returncode
+
+
+def injected(stdout: str, event_name: str) -> str:
+    if not stdout:
+        return ""
+    out = json.loads(stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == event_name
+    return str(out["additionalContext"])
+
+
+@asynccontextmanager
+async def server(home: Path) -> AsyncIterator[Client]:
+    env = {
+        **os.environ,
+        "BRAIN__HOME": str(home),
+        "BRAIN__EMBEDDING__MODEL": "offline/hash-384",
+        "BRAIN__WORKERS__ENRICHMENT__ENABLED": "false",
+        "PYTHONPATH": str(ROOT),
+    }
+    transport = StdioTransport(command=sys.executable, args=[str(ROOT / "mcp_server.py")],
+                               env=env, cwd=str(ROOT), keep_alive=False)
+    async with Client(transport, timeout=60) as c:
+        await c.call_tool("brain_stats", {})  # the owner is up and serving its call channel
+        yield c
+
+
+async def structured(c: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    res = await c.call_tool(name, args)
+    return dict(res.structured_content or {})
+
+
+def stored_text(home: Path) -> bytes:
+    """Every byte the data dir holds (store, spool, state, logs)."""
+    out = b""
+    for p in home.rglob("*"):
+        if p.is_file() and not p.is_socket():
+            try:
+                out += p.read_bytes()
+            except OSError:
+                pass
+    return out
+
+
+# ------------------------------------------------------------------------------ units
+def test_signature_counts_repeats_and_matches_the_fix() -> None:
+    fail = "cd /x && python -m pytest tests/test_a.py -q 2>&1 | tail -20"
+    again = "python -m pytest tests/test_b.py -q"
+    err = "Exit code 1\nTraceback (most recent call last):\nModuleNotFoundError: No module"
+    assert shape.signature(fail, err) == shape.signature(again, err)
+    assert shape.shape("python -m pytest tests/ -q") == shape.shape(fail)
+    assert shape.shape("git commit -m 'fix the bug'") == "git commit -m"
+    assert shape.shape("FOO=1 timeout 30 make test") == "make test"
+    assert shape.error_class("src/a.ts(3,7): error TS2322: nope") == "tsc TS2322"
+    assert shape.error_class("bash: foo: command not found") == "command not found"
+    assert shape.error_class("", 3) == "exit 3"
+    assert shape.shape("npm run build") != shape.shape("npm run lint")
+
+
+def test_render_keeps_to_the_budget() -> None:
+    hits = [{"zk_id": f"ZK-{i}", "note_kind": "fix", "title": "t" * 100, "content": "c" * 400}
+            for i in range(20)]
+    text = summary.render_hits(hits, 100)
+    assert 0 < len(text) <= 100 * 4
+    assert summary.render_hits([], 500) == ""
+    assert summary.render_session({"context": {"project": "p"}}, 1500) == ""
+
+
+def test_summary_from_the_documented_transcript(project_dir: Path) -> None:
+    records = summary.load_transcript(payload("session_end.json", project_dir))
+    handoff = summary.summarize(records, [])
+    assert handoff is not None
+    assert handoff["objective"] == "Make the store tests pass on a fresh checkout"
+    assert handoff["key_files"] == [f"{project_dir}/pyproject.toml"]
+    assert any("pin the version" in s for s in handoff["next_steps"])
+    assert any("ran 2 shell command(s)" in s for s in handoff["completed"])
+    assert summary.summarize([{"role": "assistant", "text": "hi"}], []) is None
+
+
+def test_hook_process_imports_nothing_heavy() -> None:
+    code = (
+        "import sys; sys.argv=['x']; import brain.hooks.client, brain.hooks.events, "
+        "brain.hooks.summary, brain.hooks.shape, brain.redact; "
+        "heavy={'torch','onnxruntime','qdrant_edge','numpy','pydantic','fastmcp','anyio',"
+        "'config','brain.app','brain.memory'}; "
+        "print(sorted(m for m in sys.modules if m in heavy or m.split('.')[0] in heavy))"
+    )
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                         cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_bad_input_fails_open(home: Path) -> None:
+    for stdin in ("not json", "[1, 2]", ""):
+        out, _, code = run_hook("post-tool", stdin, home)
+        assert (out, code) == ("", 0)
+    out, _, code = run_hook("session-start", "{}", home, "--no-such-flag")
+    assert (out, code) == ("", 0)
+    assert "JSONDecodeError" in (home / "hooks.log").read_text()
+
+
+# ------------------------------------------------------------------------------ live
+async def test_failure_then_fix_then_next_session_shows_both(home: Path, project_dir: Path) -> None:
+    async with server(home) as c:
+        out, _, _ = run_hook("session-start", payload("session_start.json", project_dir), home)
+        assert out == ""  # a new project: nothing worth injecting
+
+        fail = payload("post_tool_use_failure_bash.json", project_dir)
+        assert run_hook("post-tool", fail, home)[0] == ""
+        fail["tool_input"]["command"] = "python -m pytest tests/test_other.py -q"
+        run_hook("post-tool", fail, home)  # the same failure again: one note, two occurrences
+        run_hook("post-tool", payload("post_tool_use_read.json", project_dir), home)
+
+        ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
+        [mistake] = ctx["recent_mistakes"]
+        assert "ModuleNotFoundError" in mistake["content"]
+        assert mistake["content"].count("No module named 'qdrant_edge'") == 2
+        assert ctx["recent_fixes"] == []
+
+        run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
+        ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
+        [fix] = ctx["recent_fixes"]
+        assert {"zk_id": mistake["zk_id"], "relation": "fixes"} in fix["links"]
+        [mistake] = ctx["recent_mistakes"]
+        assert mistake["memory_type"] == "permanent"  # resolved: promoted to knowledge
+        # A second success of that shape is no new fix.
+        run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
+        ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
+        assert len(ctx["recent_fixes"]) == 1
+
+        run_hook("session-end", payload("session_end.json", project_dir), home)
+        run_hook("session-end", payload("session_end.json", project_dir), home)  # no 2nd one
+        ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
+        handoff = ctx["open_thread"]["session"]
+        assert handoff["objective"] == "Make the store tests pass on a fresh checkout"
+        assert handoff["key_files"] == [f"{project_dir}/pyproject.toml"]
+        assert (ctx["counts"]["by_note_kind"]).get("session_summary") == 1
+
+        out, _, _ = run_hook("session-start", payload("session_start.json", project_dir), home)
+        text = injected(out, "SessionStart")
+        assert "Make the store tests pass" in text  # the handoff
+        assert mistake["zk_id"] in text and "-> fix: " in text  # the mistake with its fix
+        assert len(text) <= 1500 * 4
+        small = injected(run_hook("session-start", payload("session_start.json", project_dir),
+                                  home, "--session-budget", "40")[0], "SessionStart")
+        assert len(small) <= 40 * 4
+
+        prompt = payload("user_prompt_submit.json", project_dir)
+        text = injected(run_hook("user-prompt", prompt, home)[0], "UserPromptSubmit")
+        assert mistake["zk_id"] in text or fix["zk_id"] in text
+        assert len(text) <= 500 * 4
+        prompt["prompt"] = "please rename the variable in the css grid layout helper"
+        assert run_hook("user-prompt", prompt, home, "--floor", "0.99")[0] == ""
+        prompt["prompt"] = "ok"
+        assert run_hook("user-prompt", prompt, home)[0] == ""
+
+    data = stored_text(home)
+    for secret in SECRETS:
+        assert secret.encode() not in data
+    assert b"[REDACTED:github_token]" in data
+
+
+async def test_opencode_payload_and_plain_output(home: Path, project_dir: Path) -> None:
+    async with server(home) as c:
+        run_hook("post-tool", payload("opencode_bash_failed.json", project_dir), home,
+                 "--client", "opencode")
+        ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
+        [mistake] = ctx["recent_mistakes"]
+        assert "TS2322" in mistake["content"]
+        out, _, _ = run_hook("session-start", {"cwd": str(project_dir)}, home,
+                             "--client", "opencode")
+        assert out.startswith("Memory from opencode-brain") and mistake["zk_id"] in out
+
+
+# ------------------------------------------------------------------------------ no server
+async def test_absent_owner_spools_redacted_and_next_server_drains(
+    home: Path, project_dir: Path
+) -> None:
+    out, took, code = run_hook("post-tool", payload("post_tool_use_failure_bash.json",
+                                                    project_dir), home)
+    assert (out, code) == ("", 0) and took < 5
+    run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
+    run_hook("session-end", payload("session_end.json", project_dir), home)
+    spool = home / hook_client.SPOOL_FILE
+    assert stat.S_IMODE(spool.stat().st_mode) == 0o600
+    raw = spool.read_text()
+    assert [json.loads(x)["op"] for x in raw.splitlines()] == ["call", "resolve", "call"]
+    for secret in SECRETS:
+        assert secret not in raw  # redacted before it is at rest
+    assert not list(home.glob("store*"))  # no store opened by a hook
+
+    async with server(home) as c:
+        assert not spool.exists()
+        ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
+        [mistake] = ctx["recent_mistakes"]
+        [fix] = ctx["recent_fixes"]
+        assert {"zk_id": mistake["zk_id"], "relation": "fixes"} in fix["links"]
+        assert ctx["open_thread"]["session"]["objective"].startswith("Make the store tests")
+
+
+def test_stalled_owner_hits_the_deadline(home: Path, project_dir: Path) -> None:
+    """An owner that accepts the connection and never answers: the hook gives up at its
+    deadline, injects nothing, exits 0 and says why in the log."""
+    home.mkdir(parents=True, exist_ok=True)
+    sock_path = home / "owner.sock"
+    calls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    calls.bind(str(home / "owner.calls.sock"))
+    calls.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        calls.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(calls.accept()[0])  # read nothing, answer nothing
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    (home / "owner.json").write_text(json.dumps({"pid": os.getpid(), "address": str(sock_path)}))
+    (home / "owner.token").write_text("t")
+    try:
+        out, took, code = run_hook("session-start", payload("session_start.json", project_dir),
+                                   home, "--deadline-ms", "400")
+        assert (out, code) == ("", 0)
+        assert took < 3.0, took  # 0.4 s deadline + interpreter start on a loaded box
+        out, took, code = run_hook("post-tool", payload("post_tool_use_failure_bash.json",
+                                                        project_dir), home, "--deadline-ms", "400")
+        assert (out, code) == ("", 0) and took < 3.0
+    finally:
+        stop.set()
+        t.join()
+        for s in held:
+            s.close()
+        calls.close()
+    log = (home / "hooks.log").read_text()
+    assert log.count("Deadline") == 2
+    assert not (home / hook_client.SPOOL_FILE).exists()  # maybe applied: never spooled twice
