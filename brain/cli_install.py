@@ -70,7 +70,7 @@ class Options:
         ]
 
     def hook_command(self, event: str) -> str:
-        argv = [self.python, "-P", str(RUNNER), event, *self.hook_args()]
+        argv = [self.python, "-I", "-S", str(RUNNER), event, *self.hook_args()]
         return " ".join(shlex.quote(a) for a in argv)
 
     def server_env(self) -> dict[str, str]:
@@ -94,7 +94,7 @@ class Plan:
         return [(p, b, a) for p, (b, a) in self.files.items() if b != a]
 
     def diff(self) -> str:
-        out = []
+        out: list[str] = []
         for path, before, after in self.changes():
             out += difflib.unified_diff(
                 (before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True),
@@ -194,8 +194,8 @@ def _claude_hooks(data: dict[str, Any], o: Options | None) -> None:
     if not isinstance(all_hooks, dict):
         all_hooks = {}
     for name, matcher, event in CLAUDE_EVENTS:
-        groups = [g for g in all_hooks.get(name) or []]
-        ours = None
+        groups = list(all_hooks.get(name) or [])
+        ours: dict[str, Any] | None = None
         if o is not None:
             ours = {"hooks": [{"type": "command", "command": o.hook_command(event),
                                "timeout": HOOK_TIMEOUT_S}]}
@@ -224,7 +224,8 @@ def plan_install(t: Target, o: Options) -> Plan:
     plan = Plan()
     manifest = _load(plan, t.manifest)
     mcp = _load(plan, t.mcp_file)
-    servers = mcp.get(t.mcp_section) if isinstance(mcp.get(t.mcp_section), dict) else {}
+    found = mcp.get(t.mcp_section)
+    servers: dict[str, Any] = found if isinstance(found, dict) else {}
     entry = _server_entry(t, o)
     previous = manifest.get("replaced_server")
     if SERVER_KEY in servers and servers[SERVER_KEY] != entry and not manifest:

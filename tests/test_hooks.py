@@ -60,7 +60,7 @@ def run_hook(event: str, data: dict[str, Any] | str, home: Path, *extra: str,
     stdin = data if isinstance(data, str) else json.dumps(data)
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-P", str(RUNNER), event, "--home", str(home), *extra],
+        [sys.executable, "-I", "-S", str(RUNNER), event, "--home", str(home), *extra],
         input=stdin, capture_output=True, text=True, timeout=timeout,
     )
     return proc.stdout, time.monotonic() - t0, proc.returncode

@@ -9,7 +9,6 @@ nothing it has not finished; the reason goes to ``<home>/hooks.log``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import json
@@ -18,13 +17,17 @@ import signal
 import socket
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from brain.hooks import CONFIDENCE_FLOOR, DEADLINE_MS, EVENTS, PROMPT_BUDGET_TOKENS
-from brain.hooks import SESSION_BUDGET_TOKENS
+from brain.hooks import (
+    CONFIDENCE_FLOOR,
+    DEADLINE_MS,
+    EVENTS,
+    PROMPT_BUDGET_TOKENS,
+    SESSION_BUDGET_TOKENS,
+)
 
 SPOOL_FILE = "hooks.spool.jsonl"
 STATE_FILE = "hooks.state.json"
@@ -188,7 +191,7 @@ class Owner:
         rid = self._next
         self._send(
             {"id": rid, "name": name, "args": args, "caller": self.caller,
-             "request_id": uuid.uuid4().hex, "retry": False}
+             "request_id": os.urandom(16).hex(), "retry": False}
         )
         while True:
             frame = self._read()
@@ -229,20 +232,45 @@ def deadline(seconds: float) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------ main
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="brain hook", description="run one memory hook")
-    p.add_argument("event", choices=EVENTS)
-    p.add_argument("--client", choices=("claude", "opencode"), default="claude",
-                   help="output format: Claude Code hook JSON, or plain text for the plugin")
-    p.add_argument("--home", default=os.environ.get("BRAIN__HOME", "~/.opencode-brain"))
-    p.add_argument("--project", default="", help="project name (default: the git root's name)")
-    p.add_argument("--user-id", default=os.environ.get("BRAIN__IDENTITY__USER_ID", "default"))
-    p.add_argument("--agent-id", default=os.environ.get("BRAIN__IDENTITY__AGENT_ID", "default"))
-    p.add_argument("--session-budget", type=int, default=SESSION_BUDGET_TOKENS)
-    p.add_argument("--prompt-budget", type=int, default=PROMPT_BUDGET_TOKENS)
-    p.add_argument("--floor", type=float, default=CONFIDENCE_FLOOR)
-    p.add_argument("--deadline-ms", type=int, default=0, help="0: the event's default")
-    return p
+class Args:
+    """The hook's command line: ``<event> [--flag value]...``. Parsed by hand: argparse
+    imports shutil, bz2 and lzma, a third of a hook's start."""
+
+    def __init__(self) -> None:
+        self.event = ""
+        self.client = "claude"  # output: Claude Code hook JSON, or plain text for the plugin
+        self.home = os.environ.get("BRAIN__HOME", "~/.opencode-brain")
+        self.project = ""  # default: the name of the git root above the payload's cwd
+        self.user_id = os.environ.get("BRAIN__IDENTITY__USER_ID", "default")
+        self.agent_id = os.environ.get("BRAIN__IDENTITY__AGENT_ID", "default")
+        self.session_budget = SESSION_BUDGET_TOKENS
+        self.prompt_budget = PROMPT_BUDGET_TOKENS
+        self.floor = CONFIDENCE_FLOOR
+        self.deadline_ms = 0  # 0: the event's default
+
+
+_FLAGS: dict[str, Any] = {
+    "--client": str, "--home": str, "--project": str, "--user-id": str, "--agent-id": str,
+    "--session-budget": int, "--prompt-budget": int, "--floor": float, "--deadline-ms": int,
+}
+
+
+def parse_args(argv: list[str]) -> Args:
+    """Raises ValueError on anything unexpected (the hook then fails open)."""
+    args = Args()
+    if not argv or argv[0] not in EVENTS:
+        raise ValueError(f"first argument must be one of {', '.join(EVENTS)}")
+    args.event = argv[0]
+    rest = argv[1:]
+    if len(rest) % 2:
+        raise ValueError("every flag takes a value")
+    for flag, value in zip(rest[::2], rest[1::2], strict=True):
+        if flag not in _FLAGS:
+            raise ValueError(f"unknown flag {flag}")
+        setattr(args, flag[2:].replace("-", "_"), _FLAGS[flag](value))
+    if args.client not in ("claude", "opencode"):
+        raise ValueError("--client is claude or opencode")
+    return args
 
 
 def _read_stdin() -> dict[str, Any]:
@@ -257,9 +285,10 @@ def _read_stdin() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = parser().parse_args(argv)
-    except SystemExit:
-        return 0  # a broken hook command line must not stop the agent either
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:  # a broken hook command line must not stop the agent either
+        log(Path(os.environ.get("BRAIN__HOME", "~/.opencode-brain")).expanduser(), "args", str(exc))
+        return 0
     home = Path(args.home).expanduser()
     limit = (args.deadline_ms or DEADLINE_MS[args.event]) / 1000.0
     owner = Owner(home, {"user_id": args.user_id, "agent_id": args.agent_id})

@@ -15,10 +15,8 @@ the same fields, with ``transcript`` (a list of records) in place of ``transcrip
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +30,14 @@ SHELL_TOOLS = frozenset({"Bash", "bash", "shell"})
 _PROJECT_OK = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-@dataclass
 class Context:
-    home: Path
-    owner: client.Owner
-    args: Any  # the parsed hook command line
+    """What a handler needs: the data dir, the owner channel, the hook's command line.
+    (A plain class: dataclasses would import inspect, ~10 ms of a hook's start.)"""
+
+    def __init__(self, home: Path, owner: client.Owner, args: Any) -> None:
+        self.home = home
+        self.owner = owner
+        self.args = args
 
     @property
     def caller(self) -> dict[str, str]:
@@ -192,6 +193,8 @@ def close(event: str, payload: dict[str, Any], project: str, ctx: Context) -> No
     handoff = summary.summarize(records, pending)
     if handoff is None:
         return  # nothing happened in this session worth a handoff
+    import hashlib  # only here: it costs a hook's start ~5 ms
+
     digest = hashlib.sha256(repr(sorted(handoff.items())).encode()).hexdigest()[:16]
     with client.state(ctx.home) as st:
         last = (st.get("closed") or {}).get(session) or {}

@@ -22,7 +22,7 @@ function runHook(event, payload) {
     }
     let child
     try {
-      child = spawn(PYTHON, ["-P", RUNNER, event, "--client", "opencode", ...ARGS], {
+      child = spawn(PYTHON, ["-I", "-S", RUNNER, event, "--client", "opencode", ...ARGS], {
         stdio: ["pipe", "pipe", "ignore"],
       })
     } catch {

@@ -1,14 +1,16 @@
-"""Hook entry by file path: ``python -P <repo>/brain/hooks/run.py <event> ...``.
+"""Hook entry by file path: ``python -I -S <repo>/brain/hooks/run.py <event> ...``.
 
 Installed hooks run this file rather than ``-m brain.hooks`` so that the agent's working
-directory (often a project with its own ``brain`` package) never shadows ours: ``-P`` keeps
-the cwd and this file's folder off ``sys.path``, and the repository root is put first.
+directory (often a project with its own ``brain`` package) never shadows ours: ``-I -S`` keeps
+the cwd, this file's folder and site-packages off ``sys.path`` (the hook needs the standard
+library only, and site's import hooks cost more than the hook itself); the repository root is
+put first.
 """
 
+import os
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 
 from brain.hooks.client import main  # noqa: E402
 

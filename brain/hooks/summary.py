@@ -69,7 +69,7 @@ def render_session(opened: dict[str, Any], budget_tokens: int) -> str:
                 fixes_by_mistake.setdefault(link["zk_id"], []).append(
                     _one_line(fix.get("title") or fix.get("content"), 200)
                 )
-    sections = (
+    sections: tuple[tuple[str, list[dict[str, Any]], dict[str, list[str]]], ...] = (
         ("Recent mistakes", ctx.get("recent_mistakes") or [], fixes_by_mistake),
         ("Decisions", ctx.get("recent_decisions") or [], {}),
         ("Project context", ctx.get("project_context") or [], {}),
@@ -113,7 +113,7 @@ def _records_from_claude(line: dict[str, Any]) -> list[dict[str, Any]]:
     """One Claude Code transcript line -> normalised records ``{role, text}`` and
     ``{tool, input}``."""
     kind = line.get("type")
-    msg = line.get("message") if isinstance(line.get("message"), dict) else {}
+    msg: dict[str, Any] = line["message"] if isinstance(line.get("message"), dict) else {}
     if kind not in ("user", "assistant") or line.get("isMeta") or line.get("isSidechain"):
         return []
     content = msg.get("content")
@@ -179,7 +179,7 @@ def summarize(records: list[dict[str, Any]], pending: list[dict[str, Any]]) -> d
     tools = [r for r in records if r.get("tool")]
     files: list[str] = []
     for r in tools:
-        inp = r.get("input") if isinstance(r.get("input"), dict) else {}
+        inp: dict[str, Any] = r["input"] if isinstance(r.get("input"), dict) else {}
         if r.get("tool") in EDIT_TOOLS:
             for key in PATH_KEYS:
                 if inp.get(key) and str(inp[key]) not in files:
