@@ -140,6 +140,8 @@ def test_summary_from_the_documented_transcript(project_dir: Path) -> None:
     assert any("pin the version" in s for s in handoff["next_steps"])
     assert any("ran 2 shell command(s)" in s for s in handoff["completed"])
     assert summary.summarize([{"role": "assistant", "text": "hi"}], []) is None
+    # A prompt that got no answer (the API was down): no handoff replaces the last one.
+    assert summary.summarize([{"role": "user", "text": "run the tests"}], []) is None
 
 
 def test_hook_process_imports_nothing_heavy() -> None:
@@ -254,8 +256,17 @@ async def test_absent_owner_spools_redacted_and_next_server_drains(
         assert secret not in raw  # redacted before it is at rest
     assert not list(home.glob("store*"))  # no store opened by a hook
 
+    # The session started before its brain: the briefing waits for the first prompt.
+    assert run_hook("session-start", payload("session_start.json", project_dir), home)[0] == ""
     async with server(home) as c:
         assert not spool.exists()
+        first = injected(run_hook("user-prompt", payload("user_prompt_submit.json", project_dir),
+                                  home)[0], "UserPromptSubmit")
+        assert first.startswith("Memory from opencode-brain") and "Last handoff" in first
+        again = injected(run_hook("user-prompt", payload("user_prompt_submit.json",
+                                                         project_dir), home)[0],
+                         "UserPromptSubmit")
+        assert "Last handoff" not in again  # briefed once
         ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
         [mistake] = ctx["recent_mistakes"]
         [fix] = ctx["recent_fixes"]

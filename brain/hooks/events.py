@@ -61,9 +61,11 @@ def project_of(payload: dict[str, Any], explicit: str = "") -> str:
 def handle(event: str, payload: dict[str, Any], ctx: Context) -> str:
     project = project_of(payload, ctx.args.project)
     if event == "session-start":
-        return session_start(project, ctx)
+        return session_start(payload, project, ctx)
     if event == "user-prompt":
-        return user_prompt(payload, project, ctx)
+        briefing = deferred_briefing(payload, project, ctx)
+        found = user_prompt(payload, project, ctx)
+        return "\n\n".join(t for t in (briefing, found) if t)
     if event == "post-tool":
         post_tool(payload, project, ctx)
         return ""
@@ -72,11 +74,36 @@ def handle(event: str, payload: dict[str, Any], ctx: Context) -> str:
 
 
 # ------------------------------------------------------------------------------ recall
-def session_start(project: str, ctx: Context) -> str:
+def session_start(payload: dict[str, Any], project: str, ctx: Context) -> str:
     try:
         opened = ctx.owner.call("open_session", {"project": project})
     except client.NoOwner:
-        return ""  # nothing to inject without a brain; the spool is for writes
+        # The client starts its MCP server and this hook at the same moment, so the owner is
+        # often still opening the store: brief the session at its first prompt instead.
+        session = str(payload.get("session_id") or "")
+        if session:
+            with client.state(ctx.home) as st:
+                waiting = st.setdefault("unbriefed", {})
+                waiting[session] = time.time()
+                for k in sorted(waiting, key=lambda k: waiting[k])[:-50]:
+                    del waiting[k]
+        return ""
+    return summary.render_session(opened, ctx.args.session_budget)
+
+
+def deferred_briefing(payload: dict[str, Any], project: str, ctx: Context) -> str:
+    """The session-start briefing, at the first prompt of a session that started before
+    its brain was up."""
+    session = str(payload.get("session_id") or "")
+    with client.state(ctx.home) as st:
+        if session not in (st.get("unbriefed") or {}):
+            return ""
+    try:
+        opened = ctx.owner.call("open_session", {"project": project})
+    except client.NoOwner:
+        return ""  # still no brain: try again at the next prompt
+    with client.state(ctx.home) as st:
+        (st.get("unbriefed") or {}).pop(session, None)
     return summary.render_session(opened, ctx.args.session_budget)
 
 

@@ -173,10 +173,10 @@ def summarize(records: list[dict[str, Any]], pending: list[dict[str, Any]]) -> d
     key_files: files the session edited."""
     prompts = [str(r["text"]) for r in records if r.get("role") == "user" and _is_prompt(
         str(r.get("text") or ""))]
-    if not prompts:
-        return None
     answers = [str(r["text"]) for r in records if r.get("role") == "assistant" and r.get("text")]
     tools = [r for r in records if r.get("tool")]
+    if not prompts or not (answers or tools):
+        return None  # nothing was done: a handoff would only archive the last real one
     files: list[str] = []
     for r in tools:
         inp: dict[str, Any] = r["input"] if isinstance(r.get("input"), dict) else {}
