@@ -17,9 +17,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from brain.hooks import (
     CONFIDENCE_FLOOR,
@@ -28,6 +26,12 @@ from brain.hooks import (
     PROMPT_BUDGET_TOKENS,
     SESSION_BUDGET_TOKENS,
 )
+
+# typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 SPOOL_FILE = "hooks.spool.jsonl"
 STATE_FILE = "hooks.state.json"

@@ -18,9 +18,13 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from brain.hooks import client, shape, summary
+
+# typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STOP_EVERY_S = 15 * 60
 MAX_FAILURE_OUTPUT = 2000  # characters of a failed command's output kept in the note

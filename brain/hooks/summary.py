@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from brain.hooks import CHARS_PER_TOKEN
+
+# typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_TRANSCRIPT = 4 * 1024 * 1024  # read at most the last 4 MB of a transcript
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "patch"})
