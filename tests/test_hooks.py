@@ -247,7 +247,10 @@ async def test_absent_owner_spools_redacted_and_next_server_drains(
                                                     project_dir), home)
     assert (out, code) == ("", 0) and took < 5
     run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
+    run_hook("pre-compact", payload("pre_compact.json", project_dir), home)
+    # Same transcript at the end, then a Stop: one handoff, not three.
     run_hook("session-end", payload("session_end.json", project_dir), home)
+    run_hook("stop", payload("stop.json", project_dir), home)
     spool = home / hook_client.SPOOL_FILE
     assert stat.S_IMODE(spool.stat().st_mode) == 0o600
     raw = spool.read_text()
