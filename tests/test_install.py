@@ -152,3 +152,54 @@ def test_the_plugin_is_valid_javascript(user_home: Path, tmp_path: Path) -> None
     mjs = tmp_path / "plugin.mjs"
     mjs.write_text(plugin.read_text())
     subprocess.run(["node", "--check", str(mjs)], check=True, timeout=60)
+
+
+NODE_DRIVER = """
+const [plugin, dir] = process.argv.slice(2)
+const { OpencodeBrain } = await import(plugin)
+const hooks = await OpencodeBrain({ directory: dir, worktree: dir })
+const t0 = Date.now()
+await hooks.event({ event: { type: "session.created", properties: { info: { id: "ses_1" } } } })
+const out = { system: ["base"] }
+await hooks["experimental.chat.system.transform"]({ sessionID: "ses_1" }, out)
+console.log(JSON.stringify({ ms: Date.now() - t0, system: out.system }))
+"""
+FAKE_PYTHON = """#!/bin/sh
+echo $$ > "$FAKE_PID"
+cat > "$FAKE_STDIN"
+[ "$FAKE_MODE" = hang ] && exec sleep 60
+echo "briefing for $4"
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node not installed")
+@pytest.mark.parametrize("mode", ["answer", "hang"])
+def test_plugin_injects_the_hook_output_and_kills_a_late_hook(
+    tmp_path: Path, home: Path, mode: str
+) -> None:
+    """The plugin as OpenCode calls it: session.created runs the session-start hook and its
+    output goes into the system prompt; a hook that hangs is killed at the deadline and
+    nothing is injected (no process left behind)."""
+    from brain.cli_install import Options, render_plugin
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    plugin = tmp_path / "plugin.mjs"
+    plugin.write_text(render_plugin(Options(home, "u", "a", python=str(fake))))
+    (tmp_path / "driver.mjs").write_text(NODE_DRIVER)
+    env = {**os.environ, "FAKE_PID": str(tmp_path / "pid"), "FAKE_MODE": mode,
+           "FAKE_STDIN": str(tmp_path / "stdin.json")}
+    out = subprocess.run(["node", str(tmp_path / "driver.mjs"), str(plugin), str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=60, check=True)
+    res = json.loads(out.stdout)
+    sent = json.loads((tmp_path / "stdin.json").read_text())
+    assert sent["hook_event_name"] == "SessionStart" and sent["session_id"] == "ses_1"
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    if mode == "answer":
+        assert res["system"] == ["base", "briefing for session-start"]
+    else:
+        assert res["system"] == ["base"]
+        assert 4000 <= res["ms"] < 15000  # the plugin's deadline (5 s), not the hook's 60 s
