@@ -103,7 +103,7 @@ def render_hits(hits: list[dict[str, Any]], budget_tokens: int) -> str:
         return ""
     for hit in hits:
         title = _one_line(hit.get("title"), 120)
-        body = _one_line(hit.get("content"), 300)
+        body = _one_line(hit.get("snippet") or hit.get("content"), 300)  # compact or full hits
         line = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}: {body}"
         if not b.add(line):
             short = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}"
