@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from brain.redact import KINDS, Redaction, redact
+from brain.redact import KINDS, Redaction, redact, redact_tags
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -45,6 +45,30 @@ CASES = [
     ("huggingface_token", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"),
     ("google_api_key", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
     ("jwt", JWT),
+    ("github_token", "gho_" + "Q1w2E3r4T5y6U7i8O9p0AsDfGhJkLzXcVbNm"),
+    ("gitlab_token", "gldt-Rk4Lm8Np2Qs6Tv0Wx3Yz"),
+    ("slack_token", "https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/Qw8Er7Ty6Ui5Op4As3Df2Gh1"),
+    ("stripe_key", "sk_test_4eC39HqLyjWDarjtT1zdp7dc"),
+    ("google_api_key", "ya29.a0AfH6SMBx1234567890abcdefghij"),
+    ("npm_token", "npm_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"),
+    ("sendgrid_key", "SG." + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7O" + "." + "p" * 20 + "Q1r2S3t4U5v6W7x8Y9z0AbCdEfG"),
+]
+
+# One near miss per whole-token kind: the prefix without the secret's shape.
+NEAR_MISSES = [
+    ("private_key", "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0B\n-----END PUBLIC KEY-----"),
+    ("aws_access_key", "AKIA1234 is too short, and AKIAIOSFODNN7EXAMPLEX is too long"),
+    ("github_token", "ghp_short and github_pat_tiny"),
+    ("gitlab_token", "glpat-short"),
+    ("slack_token", "xoxb-123 and hooks.slack.com/services/docs"),
+    ("stripe_key", "sk_live_ and rk_test_abc"),
+    ("openai_key", "sk-learn-is-a-great-library-for-ml"),
+    ("anthropic_key", "sk-ant-short"),
+    ("huggingface_token", "hf_hub_download is a function"),
+    ("google_api_key", "AIza is a prefix; ya29.x is not a token"),
+    ("npm_token", "npm_config_cache=/tmp/npm"),
+    ("sendgrid_key", "SG.compose() returns a mail"),
+    ("jwt", "eyJhbGci is only a header"),
 ]
 
 
@@ -58,8 +82,77 @@ def test_each_kind_is_redacted(kind: str, secret: str) -> None:
     assert result.text.startswith("config note: ") and result.text.endswith(" (rotate soon)")
 
 
-def test_kind_names_are_the_documented_ones() -> None:
-    assert {kind for kind, _ in CASES} | {"aws_secret_key", "password_assignment"} == set(KINDS)
+@pytest.mark.parametrize(("kind", "text"), NEAR_MISSES)
+def test_near_misses_of_each_token_kind_survive(kind: str, text: str) -> None:
+    assert redact(text) == Redaction(text=text, kinds=(), count=0), kind
+
+
+# Value patterns: the key, user or host stays, only the value goes. (kind, text, expected)
+VALUE_CASES = [
+    ("url_password", "postgres://admin:Xq7pW2zLm9@db.internal:5432/app",
+     "postgres://admin:[REDACTED:url_password]@db.internal:5432/app"),
+    ("url_password", "redis://:s3cr3tPass@cache:6379/0", "redis://:[REDACTED:url_password]@cache:6379/0"),
+    ("bearer_token", "Authorization: Bearer mF9q2Lr7Zt4Xw8Kp3Nv6Bj1Hc5Ds0Ya",
+     "Authorization: Bearer [REDACTED:bearer_token]"),
+    ("bearer_token", "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+     "Authorization: Basic [REDACTED:bearer_token]"),
+    ("aws_secret_key", "the aws secret access key is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "the aws secret access key is [REDACTED:aws_secret_key]"),
+    ("aws_secret_key", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_key]"),
+    ("connection_string_key",
+     "AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTA=;EndpointSuffix=core",
+     "AccountName=acct;AccountKey=[REDACTED:connection_string_key];EndpointSuffix=core"),
+    ("password_assignment", "the db password is Tr0ub4dor&3horse, keep it safe",
+     "the db password is [REDACTED:password_assignment], keep it safe"),
+    ("password_assignment", "our secret key: x9Fq2LmZ7tQ for staging",
+     "our secret key: [REDACTED:password_assignment] for staging"),
+    ("password_assignment", "the api key is AbC12345xyz", "the api key is [REDACTED:password_assignment]"),
+    ("high_entropy_secret", 'API_CREDENTIAL_X = "Zr8vQ2mN5xL1pT7wK3yH9bF6dS4gJ0cA"',
+     'API_CREDENTIAL_X = "[REDACTED:high_entropy_secret]"'),
+]
+VALUE_NEAR_MISSES = [
+    "http://localhost:8080/path@v2 and https://user@example.com/x",
+    "postgres://admin:${DB_PASSWORD}@db:5432/app",
+    "send a bearer token in the header; Authorization: Basic realm",
+    "the aws secret access key is stored in the vault",
+    "AccountKey=<your key>",
+    "the password is required and the secret is out",
+    "the api key was rotated yesterday",
+    'checksum = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"',
+    'model = "all-MiniLM-L6-v2-quantized-int8"',
+    "class Config:\n    password: str\n    token: SecretStr | None = None",
+]
+
+
+@pytest.mark.parametrize(("kind", "text", "expected"), VALUE_CASES)
+def test_each_value_kind_keeps_its_surroundings(kind: str, text: str, expected: str) -> None:
+    result = redact(text)
+    assert result.text == expected
+    assert result.kinds == (kind,)
+
+
+@pytest.mark.parametrize("text", VALUE_NEAR_MISSES)
+def test_value_near_misses_survive(text: str) -> None:
+    assert redact(text) == Redaction(text=text, kinds=(), count=0)
+
+
+def test_every_kind_has_a_positive_case() -> None:
+    tested = {kind for kind, _ in CASES} | {kind for kind, _, _ in VALUE_CASES}
+    assert tested | {"password_assignment"} == set(KINDS)
+
+
+def test_keep_lines_leaves_the_line_breaks_of_a_pem_block() -> None:
+    text = f"a\n{PEM}\nb"
+    kept = redact(text, keep_lines=True).text
+    assert kept.count("\n") == text.count("\n") and "MIIEpAIBAAKCAQEA" not in kept
+    assert redact(text).text == "a\n[REDACTED:private_key]\nb"
+
+
+def test_tags_are_redacted_one_by_one_and_normal_tags_are_untouched() -> None:
+    tags, kinds = redact_tags(["deploy", "db", GITHUB, "postgres://u:Xq7pW2zLm9@h/d"])
+    assert tags == ["deploy", "db", "[REDACTED:github_token]", "postgres://u:[REDACTED:url_password]@h/d"]
+    assert kinds == ("github_token", "url_password")
 
 
 def test_aws_secret_assignment_keeps_key() -> None:
