@@ -205,6 +205,11 @@ class FilesSettings(_Section):
     retry_backoff_s: float = Field(
         0.5, ge=0, description="First retry delay, seconds; doubles on each retry"
     )
+    keep_raw: bool = Field(
+        False,
+        description="Keep uploaded documents' raw bytes (files/blobs); off: only the parsed, "
+        "redacted text is kept and the bytes are deleted once parsed",
+    )
 
 
 class SyncSettings(_Section):

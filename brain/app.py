@@ -19,6 +19,7 @@ from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable
 from brain.graph import LinkGraph
 from brain.memory import MemoryConfig, MemoryService
+from brain.private import secure_home
 from brain.store_meta import StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
 from brain.vector_store.base import Filter
@@ -56,7 +57,7 @@ class Brain:
         s = self.settings
         # Enabled means loaded or refused, before the store is opened or locked.
         reranker = rerank.load(s.rerank.enabled, s.rerank.model)
-        self.home.mkdir(parents=True, exist_ok=True)
+        secure_home(self.home)  # umask 077 and a private data dir, before anything is written
         configured = resolve_record(s.embedding.model, s.embedding.dimension)
         raw = self._store or build_store(
             home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,

@@ -46,6 +46,8 @@ from brain.notes import (
     ZK_ID_RE,
     point_id,
 )
+from brain.private import private_file
+from brain.redact import redact_tree
 from brain.vector_store import Filter, Match, MatchAny, Point, scroll_all
 
 EXPORT_FORMAT = "opencode-brain-export"
@@ -176,7 +178,7 @@ def _bar(total: int | None, desc: str, enabled: bool) -> Any:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)  # 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -370,6 +372,7 @@ class MaintenanceService:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh, _bar(self._count(), "export", progress) as bar:
+            private_file(tmp)  # an export is the whole brain: owner-only wherever it goes
             fh.write(json.dumps(header) + "\n")
             for pt in self.note_points():
                 fh.write(
@@ -481,6 +484,8 @@ class MaintenanceService:
         if not items:
             return 0
         model = self.brain.meta.model
+        if self.brain.memory.cfg.redact_secrets:  # an export of an older version may hold them
+            items = [(pid, redact_tree(p)) for pid, p in items]
         # Re-embedded here with this home's model, so the stamp names it.
         items = [
             (pid, {**p, "embed_model": model} if "embed_model" in p else p) for pid, p in items

@@ -33,7 +33,7 @@ from brain.notes import (
     point_id,
     public_note,
 )
-from brain.redact import redact
+from brain.redact import redact, redact_tags, redact_tree
 from brain.rerank import Reranker
 from brain.retrieval import Candidate, hybrid, looks_like_code
 from brain.store_meta import StoreMeta
@@ -263,6 +263,9 @@ class MemoryService:
                                  not all(isinstance(t, str) and t.strip() for t in tags)):
             raise InvalidArgument("tags must be a list of non-empty strings", field="tags")
         content, redacted = self.prepare_content(content)
+        if tags and self.cfg.redact_secrets:  # a tag is stored, indexed and exported too
+            tags, tag_kinds = redact_tags(list(tags))
+            redacted = tuple(sorted(set(redacted) | set(tag_kinds)))
         if context is not None and context.strip():
             context, more = self.prepare_content(context, "context")
             redacted = tuple(sorted(set(redacted) | set(more)))
@@ -438,6 +441,8 @@ class MemoryService:
 
     def apply_fields(self, zk_id: str, fields: dict[str, Any], reembed: bool) -> dict[str, Any]:
         """Overwrite some fields of a note (enrichment, evolution); re-embed when asked."""
+        if self.cfg.redact_secrets:  # an LLM's title, context or tags are text entering too
+            fields = redact_tree(fields)
         with self._write_lock:
             old = self.get_payload(zk_id, include_forgotten=True)
             now, ts = self._now()

@@ -5,7 +5,8 @@ same signature again appends the new detail and counts an occurrence instead of 
 duplicate. ``record_resolution`` stores a permanent ``fix`` note linked ``fixes`` to the
 failure and promotes (distills) the failure to permanent. ``preflight_check`` finds past
 mistakes, fixes and patterns relevant to a task, each mistake with its fixes attached.
-Every write goes through ``MemoryService.add`` / ``update`` so secrets are redacted.
+Every write goes through ``MemoryService.add`` / ``update`` so secrets are redacted; the
+failure signature, stored beside the content, is redacted here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from brain.clock import iso
 from brain.errors import InvalidArgument
 from brain.memory import MAX_TOP_K, RecallFilter, check_project, check_top_k
 from brain.notes import point_id, public_note
+from brain.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
 
 MAX_SIGNATURE = 256
@@ -62,6 +64,15 @@ class MistakeService:
     def memory(self) -> Any:
         return self.brain.memory
 
+    def _redacted_signature(self, sig: str) -> tuple[str, tuple[str, ...]]:
+        """The signature is stored, payload-indexed and exported like content, so it is
+        redacted like content. Redaction is deterministic: the same signature still finds
+        its failure."""
+        if not self.memory.cfg.redact_secrets:
+            return sig, ()
+        red = redact(sig)
+        return red.text, red.kinds
+
     def find_failure(self, project: str, signature: str) -> dict[str, Any] | None:
         flt = Filter(
             must=(
@@ -82,8 +93,9 @@ class MistakeService:
 
     def record_failure(self, content: str, project: str, failure_signature: str) -> dict[str, Any]:
         project = check_project(project)
-        sig = _signature(failure_signature)
+        sig, sig_kinds = self._redacted_signature(_signature(failure_signature))
         detail, kinds = self.memory.prepare_content(content)
+        kinds = tuple(sorted(set(kinds) | set(sig_kinds)))
         now = iso(self.brain.clock.now())
         with self._lock:
             existing = self.find_failure(project, sig)
@@ -147,7 +159,13 @@ class MistakeService:
             links=[(fid, "fixes")],
             # As visible as the failure it fixes: a shared fix never names a private note.
             visibility=failure.get("visibility", tenancy.SHARED),
-            extra={"fixes_failure": fid, "failure_signature": failure.get("failure_signature", "")},
+            extra={
+                "fixes_failure": fid,
+                # redacted again: a failure stored before signatures were redacted
+                "failure_signature": self._redacted_signature(
+                    str(failure.get("failure_signature", ""))
+                )[0],
+            },
         )
         fix = res.note
         if failure["memory_type"] == "fleeting":

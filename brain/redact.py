@@ -20,10 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from brain.secret_patterns import KINDS, NOT_SECRET, VALUE, VALUE_ANYCASE, WHOLE
 
-__all__ = ["KINDS", "Redaction", "redact", "redact_tags"]
+__all__ = ["KINDS", "Redaction", "multiline_secret_lines", "redact", "redact_tags", "redact_tree"]
 
 _MARKER_PREFIX = "[REDACTED:"
 
@@ -109,3 +110,33 @@ def redact_tags(tags: list[str]) -> tuple[list[str], tuple[str, ...]]:
         out.append(red.text)
         kinds.update(red.kinds)
     return out, tuple(sorted(kinds))
+
+
+def redact_tree(value: Any, kinds: set[str] | None = None) -> Any:
+    """Every string inside ``value`` (dicts, lists, nested) redacted; the kinds found are
+    added to ``kinds``. For whole payloads that arrive from outside (an import)."""
+    found = kinds if kinds is not None else set()
+    if isinstance(value, str):
+        red = redact(value)
+        found.update(red.kinds)
+        return red.text
+    if isinstance(value, dict):
+        return {k: redact_tree(v, found) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_tree(v, found) for v in value]
+    return value
+
+
+def multiline_secret_lines(text: str) -> set[int]:
+    """1-based numbers of the lines a multi-line secret (a PEM private-key block) covers.
+
+    A grep hit is one line: a line in the middle of a key block has no marker of its own,
+    so the caller asks which lines of the file lie inside one."""
+    lines: set[int] = set()
+    for kind, pattern in WHOLE:
+        if kind != "private_key":
+            continue
+        for m in pattern.finditer(text):
+            first = text.count("\n", 0, m.start()) + 1
+            lines.update(range(first, first + m.group().count("\n") + 1))
+    return lines

@@ -60,11 +60,12 @@ def register(mcp: Any, call: Any) -> None:
 
     @mcp.tool(annotations=WRITE)
     async def reprocess_file(file_id: FileId) -> dict[str, Any]:
-        """Re-parse, re-chunk and re-embed a document from its stored bytes (after a parse
-        problem, a chunk-size or model change). Its old passages are dropped first."""
+        """Re-chunk and re-embed a document from its stored, redacted text (re-parsed from
+        its bytes only when files.keep_raw kept them), after a chunk-size or model change.
+        Its old passages are dropped first. A failed upload is retried by uploading again."""
         return await call(lambda b: b.files.reprocess(file_id))
 
     @mcp.tool(annotations=DESTRUCTIVE)
     async def delete_file(file_id: FileId) -> dict[str, Any]:
-        """Delete an uploaded document: its record, its passages and its stored bytes."""
+        """Delete an uploaded document: its record, its passages and its stored text."""
         return await call(lambda b: b.files.delete(file_id))

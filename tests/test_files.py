@@ -57,6 +57,11 @@ def blobs(brain: Any) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
 
 
+def raw_files(brain: Any) -> list[Path]:
+    """Raw upload bytes anywhere under files/: kept blobs or ones waiting to be parsed."""
+    return blobs(brain) + [p for p in (brain.home / "files" / "incoming").glob("*")]
+
+
 def ingest_ready(svc: Any, path: Path) -> dict[str, Any]:
     rec = svc.ingest(path)
     done = svc.wait(rec["id"], 30)
@@ -133,11 +138,12 @@ def test_same_bytes_under_two_names_is_one_record(svc: FilesService, tmp_path: P
     assert again["deduped"] is True and again["id"] == first["id"]
     assert again["file_name"] == "report.txt" and again["status"] == "ready"
     assert [r["id"] for r in svc.list()] == [first["id"]]
-    assert len(blobs(svc.brain)) == 1
+    assert raw_files(svc.brain) == []  # files.keep_raw = false: only the parsed text stays
 
 
 def test_different_users_get_their_own_records(brain: Any, tmp_path: Path) -> None:
     # The caller comes from the call (brain/tenancy.py), not from a user fixed at start.
+    brain.settings.files.keep_raw = True  # kept bytes are shared by content
     path = write(tmp_path, "shared.txt", long_text(5))
     svc = brain.files
     with acting_as(Identity("alice", "a1")):
@@ -220,7 +226,10 @@ def test_truncated_pdf_fails_with_a_reason_and_others_keep_working(
 def test_unknown_format_is_stored_and_marked_failed(svc: FilesService, tmp_path: Path) -> None:
     rec = ingest_ready(svc, write(tmp_path, "data.xyz", b"\x00\x01binary"))
     assert rec["status"] == "failed" and "no parser" in rec["reason"]
-    assert len(blobs(svc.brain)) == 1  # stored, so a later reprocess can retry it
+    assert raw_files(svc.brain) == []  # a failed upload leaves no bytes behind (issue 13)
+    again = svc.ingest(write(tmp_path, "data.xyz", b"\x00\x01binary"))
+    assert again["id"] == rec["id"] and again["status"] == "processing"  # so it can retry
+    assert svc.wait(rec["id"], 30)["status"] == "failed" and raw_files(svc.brain) == []
 
 
 def test_failed_embedding_batch_fails_the_file_and_removes_its_points(

@@ -112,16 +112,19 @@ VALUE_CASES = [
      'API_CREDENTIAL_X = "[REDACTED:high_entropy_secret]"'),
 ]
 VALUE_NEAR_MISSES = [
-    "http://localhost:8080/path@v2 and https://user@example.com/x",
-    "postgres://admin:${DB_PASSWORD}@db:5432/app",
-    "send a bearer token in the header; Authorization: Basic realm",
-    "the aws secret access key is stored in the vault",
-    "AccountKey=<your key>",
-    "the password is required and the secret is out",
-    "the api key was rotated yesterday",
-    'checksum = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"',
-    'model = "all-MiniLM-L6-v2-quantized-int8"',
-    "class Config:\n    password: str\n    token: SecretStr | None = None",
+    ("url_password", "http://localhost:8080/path@v2 and https://user@example.com/x"),
+    ("url_password", "postgres://admin:${DB_PASSWORD}@db:5432/app"),
+    ("url_password", "dsn = f'postgres://{user}:{password}@{host}/db'"),
+    ("bearer_token", "send a bearer token in the header; Authorization: Basic realm"),
+    ("aws_secret_key", "the aws secret access key is stored in the vault"),
+    ("connection_string_key", "AccountKey=<your key>"),
+    ("password_assignment", "the password is required and the secret is out"),
+    ("password_assignment", "the api key was rotated yesterday"),
+    ("password_assignment", "class Config:\n    password: str\n    token: SecretStr | None = None"),
+    ("high_entropy_secret",
+     'checksum = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"'),
+    ("high_entropy_secret", 'model = "all-MiniLM-L6-v2-quantized-int8"'),
+    ("high_entropy_secret", 'fast_model: str = "Qwen/Qwen3-30B-A3B-Instruct-2507"'),
 ]
 
 
@@ -132,14 +135,16 @@ def test_each_value_kind_keeps_its_surroundings(kind: str, text: str, expected: 
     assert result.kinds == (kind,)
 
 
-@pytest.mark.parametrize("text", VALUE_NEAR_MISSES)
-def test_value_near_misses_survive(text: str) -> None:
-    assert redact(text) == Redaction(text=text, kinds=(), count=0)
+@pytest.mark.parametrize(("kind", "text"), VALUE_NEAR_MISSES)
+def test_value_near_misses_survive(kind: str, text: str) -> None:
+    assert redact(text) == Redaction(text=text, kinds=(), count=0), kind
 
 
-def test_every_kind_has_a_positive_case() -> None:
+def test_every_kind_has_a_positive_and_a_near_miss_case() -> None:
     tested = {kind for kind, _ in CASES} | {kind for kind, _, _ in VALUE_CASES}
     assert tested | {"password_assignment"} == set(KINDS)
+    missed = {kind for kind, _ in NEAR_MISSES} | {kind for kind, _ in VALUE_NEAR_MISSES}
+    assert missed == set(KINDS)
 
 
 def test_keep_lines_leaves_the_line_breaks_of_a_pem_block() -> None:

@@ -1,14 +1,15 @@
 """Brain files: upload documents, index them beside memory, search them by meaning.
 
 ``ingest`` checks the path and the size cap (by ``stat``, before reading a byte), hashes
-the bytes, dedupes per user on the SHA-256, keeps the bytes content-addressed and returns a
-``processing`` record at once. One background worker then parses, chunks (sized to the
-embedding model), embeds in batches with retries and writes ``doc_chunk`` points into the
-shared collection. Chunk points are written with ``file_status = "pending"`` and flipped to
-"ready" only when the whole file is in, so search never sees half a file (a keyword, not a
-bool: Qdrant Edge 0.9's MatchValue(True) matches nothing); a failure removes what was
-written and records the reason. Reprocess and delete serialise with the worker's writes
-(one lock), so neither leaves stray points behind.
+the bytes, dedupes per user on the SHA-256, holds the bytes and returns a ``processing``
+record at once. One background worker then parses, keeps the parsed text redacted (and
+drops the raw bytes unless ``[files] keep_raw``; see ``brain/files/store.py``), chunks
+(sized to the embedding model), embeds in batches with retries and writes ``doc_chunk``
+points into the shared collection. Chunk points are written with ``file_status =
+"pending"`` and flipped to "ready" only when the whole file is in, so search never sees
+half a file (a keyword, not a bool: Qdrant Edge 0.9's MatchValue(True) matches nothing); a
+failure removes what was written and records the reason. Reprocess and delete serialise
+with the worker's writes (one lock), so neither leaves stray points behind.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from brain.chunker import Chunk, chunk_text_ex
 from brain.clock import iso
 from brain.errors import BrainError, FileNotFound, FileTooLarge, InvalidArgument, ParseError
 from brain.files.parsers import ParsedDocument, page_for_offset, parse_document
-from brain.files.store import BlobStore, DuplicateContent, FileRecords
+from brain.files.retention import Keeper, from_doc, redact_parsed, to_doc
+from brain.files.store import BlobStore, DuplicateContent, FileRecords, TextStore
 from brain.identity import Identity
 from brain.redact import redact
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
@@ -74,7 +76,9 @@ class FilesService:
         self.embedder = embedder or brain.embedder
         self.root = Path(brain.home) / "files"
         self.blobs = BlobStore(self.root)
+        self.texts = TextStore(self.root)
         self.records = FileRecords(self.root / "files.db", tenancy.settings_identity(brain.settings))
+        self.keeper = Keeper(self.blobs, self.texts, self.records, lambda: bool(self.cfg.keep_raw))
         # Held while checking a record and writing its points, and by reprocess/delete.
         self._write_lock = threading.RLock()
         self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
@@ -92,6 +96,7 @@ class FilesService:
         if self._thread is not None or self._closed:
             return
         self._stop.clear()
+        self.keeper.check_at_start(self.root)
         self._thread = threading.Thread(target=self._run, name="brain-files", daemon=True)
         self._thread.start()
         for rec in self.records.list(status="processing"):
@@ -131,11 +136,12 @@ class FilesService:
         sha = hashlib.sha256(data).hexdigest()
         existing = self.records.by_hash(who.user_id, scope, sha)
         if existing is not None:
-            return public(existing, deduped=True)
-        storage_path = self.blobs.put(sha, data)
+            return self._deduped(existing, data)
+        file_id = uuid.uuid4().hex[:16]
+        storage_path = self.keeper.stash(file_id, sha, data)
         now = iso(self.brain.clock.now())
         rec: dict[str, Any] = {
-            "id": uuid.uuid4().hex[:16],
+            "id": file_id,
             **owner,
             "dedupe_scope": scope,
             "file_name": file_path.name,
@@ -153,6 +159,7 @@ class FilesService:
         try:
             self.records.insert(rec)
         except DuplicateContent:  # a concurrent upload of the same bytes won the race
+            self.keeper.discard_stash(storage_path)
             raced = self.records.by_hash(who.user_id, scope, sha)
             if raced is None:
                 raise
@@ -221,9 +228,18 @@ class FilesService:
             time.sleep(0.02)
 
     def reprocess(self, file_id: str) -> dict[str, Any]:
-        """Drop the file's chunks and index it again from the stored bytes."""
+        """Drop the file's chunks and index it again: parsed again from its raw bytes when
+        they are kept, else re-chunked from its stored (redacted) text."""
         rec = self._owned(file_id)
         with self._write_lock:
+            if self.blobs.has(rec["storage_path"]):
+                self.texts.remove(rec["id"])  # parse the bytes again (a newer parser)
+            elif not self.keeper.has_source(rec):
+                raise InvalidArgument(
+                    f"{rec['file_name']} cannot be reprocessed: its raw bytes were not kept "
+                    "(files.keep_raw = false) and no parsed text was stored; upload it again",
+                    file_id=rec["id"],
+                )
             generation = int(rec["generation"]) + 1
             self._drop_points(rec["id"])
             updated = self.records.update(
@@ -241,6 +257,9 @@ class FilesService:
         with self._write_lock:
             self.records.delete(rec["id"])
             self._drop_points(rec["id"])
+            self.texts.remove(rec["id"])
+            if not rec["storage_path"].startswith("blobs/"):
+                self.blobs.discard(rec["storage_path"])
             blob_removed = self.records.hash_users(rec["content_hash"]) == 0
             if blob_removed:
                 self.blobs.remove(rec["content_hash"])
@@ -337,11 +356,12 @@ class FilesService:
         with self._write_lock:
             self._drop_points(file_id)  # leftovers of an interrupted run
         try:
-            parsed = self._parse(rec)
+            parsed, redacted_before = self._parsed(rec)
             chunks, truncated = self._chunk(parsed.text)
             if not chunks:
                 raise _Failed("no text could be extracted (a scanned PDF needs OCR first)")
             ids, redactions = self._write_chunks(rec, generation, parsed, chunks)
+            redactions += redacted_before
         except _Failed as exc:
             self._fail(file_id, generation, str(exc))
             return
@@ -360,15 +380,46 @@ class FilesService:
             )  # fmt: skip
         log.info("file %s (%s) ready: %d chunks", file_id, rec["file_name"], len(ids))
 
+    def _parsed(self, rec: dict[str, Any]) -> tuple[ParsedDocument, int]:
+        """The file's text and the secrets redacted from it: the stored text, or the raw
+        bytes parsed, redacted and stored (after which the bytes go, unless kept)."""
+        doc = self.texts.get(rec["id"])
+        if doc is not None:
+            return from_doc(doc)
+        parsed = self._parse(rec)
+        count = 0
+        if self.brain.settings.memory.redact_secrets:
+            parsed, count = redact_parsed(parsed)
+        self.texts.put(rec["id"], to_doc(parsed, count))
+        self.keeper.drop_raw(rec)
+        return parsed, count
+
     def _parse(self, rec: dict[str, Any]) -> ParsedDocument:
         try:
-            data = self.blobs.get(rec["content_hash"])
-        except FileNotFoundError as exc:
+            data = self.blobs.read(rec["storage_path"])
+        except (FileNotFoundError, IsADirectoryError) as exc:
             raise _Failed("the stored bytes are missing; delete and upload the file again") from exc
         try:
             return parse_document(data, rec["file_name"])
         except ParseError as exc:
             raise _Failed(exc.message) from exc
+
+    def _deduped(self, existing: dict[str, Any], data: bytes) -> dict[str, Any]:
+        """The same bytes again: the existing record, or, for a failed one whose bytes are
+        gone, a new attempt with these bytes (else it could never be retried)."""
+        if existing["status"] != "failed" or self.keeper.has_source(existing):
+            return public(existing, deduped=True)
+        with self._write_lock:
+            generation = int(existing["generation"]) + 1
+            path = self.keeper.stash(existing["id"], existing["content_hash"], data)
+            updated = self.records.update(
+                existing["id"], status="processing", chunks_count=None, reason=None,
+                generation=generation, storage_path=path, updated_at=iso(self.brain.clock.now()),
+            )  # fmt: skip
+        if updated is None:
+            raise FileNotFound(f"file {existing['id']!r} was deleted meanwhile")
+        self._enqueue(existing["id"], generation)
+        return public(updated, deduped=True)
 
     def chunk_budget(self) -> tuple[int, int]:
         """(max_tokens, overlap_tokens) per chunk for the active model and settings."""
@@ -471,10 +522,13 @@ class FilesService:
         )
 
     def _fail(self, file_id: str, generation: int, reason: str) -> None:
+        reason = redact(reason).text  # an error message may quote the document
         with self._write_lock:
-            if self._current(file_id, generation) is None:
+            rec = self._current(file_id, generation)
+            if rec is None:
                 return
             self._drop_points(file_id)
+            self.keeper.drop_raw(rec)  # a failed upload leaves no bytes behind
             self.records.update(
                 file_id, status="failed", reason=reason, chunks_count=0,
                 updated_at=iso(self.brain.clock.now()),

@@ -1,10 +1,21 @@
-"""Durable side of brain files: content-addressed bytes and one record per owner and content.
+"""Durable side of brain files: the parsed text, the raw bytes while needed, one record per
+owner and content.
 
-Bytes live at ``<home>/files/blobs/<sha[:2]>/<sha>``, written once (temp file + rename),
-so two users uploading the same document share one blob while each keeps a record.
-Records live in SQLite (``<home>/files/files.db``) with their owner (user, agent,
-visibility: brain/tenancy.py); a unique index on ``(user_id, dedupe_scope, content_hash)``
-is what makes the dedupe race-free.
+What is kept of an upload (``[files] keep_raw``):
+
+- ``keep_raw = false`` (default): the raw bytes wait at ``<home>/files/incoming/<id>`` only
+  until the worker has parsed them, then are deleted; a failed upload's bytes too. What
+  stays is the parsed text, redacted, at ``<home>/files/text/<id>.json``: reprocess
+  re-chunks it.
+- ``keep_raw = true``: the bytes are kept content-addressed at
+  ``<home>/files/blobs/<sha[:2]>/<sha>``, written once, so two users uploading the same
+  document share one blob while each keeps a record; reprocess parses them again.
+
+Every file is written whole (temp file + rename), so a crash leaves the old file or the
+new one, never half of one; a stray temp file is swept at start. Records live in SQLite
+(``<home>/files/files.db``) with their owner (user, agent, visibility: brain/tenancy.py); a
+unique index on ``(user_id, dedupe_scope, content_hash)`` is what makes the dedupe
+race-free.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ from typing import Any
 from brain import tenancy
 from brain.identity import Identity
 
-__all__ = ["BlobStore", "DuplicateContent", "FileRecords"]
+__all__ = ["BlobStore", "DuplicateContent", "FileRecords", "TextStore", "sweep_temp_files"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -63,8 +74,37 @@ class DuplicateContent(Exception):
     """The user already has a record for these bytes (raised by ``FileRecords.insert``)."""
 
 
+_TMP_PREFIX = ".tmp-"
+
+
+def write_whole(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` via a private temp file and a rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_TMP_PREFIX)  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def sweep_temp_files(root: Path) -> int:
+    """Remove temp files a killed process left under ``root``; how many."""
+    removed = 0
+    for tmp in root.rglob(f"{_TMP_PREFIX}*") if root.is_dir() else ():
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed += 1
+    return removed
+
+
 class BlobStore:
-    """Immutable bytes addressed by their SHA-256."""
+    """Raw bytes: content-addressed (kept) or by record id (until parsed)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -76,21 +116,28 @@ class BlobStore:
         return self.root / self.relpath(sha)
 
     def put(self, sha: str, data: bytes) -> str:
+        """Keep ``data`` content-addressed; its path relative to the files root."""
         target = self.path(sha)
         if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, target)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_whole(target, data)
         return self.relpath(sha)
+
+    def put_incoming(self, file_id: str, data: bytes) -> str:
+        """Hold ``data`` for one record until it is parsed; its relative path."""
+        rel = f"incoming/{file_id}"
+        write_whole(self.root / rel, data)
+        return rel
+
+    def read(self, relpath: str) -> bytes:
+        return (self.root / relpath).read_bytes()
+
+    def has(self, relpath: str) -> bool:
+        return bool(relpath) and (self.root / relpath).is_file()
+
+    def discard(self, relpath: str) -> None:
+        if relpath:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / relpath).unlink()
 
     def get(self, sha: str) -> bytes:
         return self.path(sha).read_bytes()
@@ -101,6 +148,37 @@ class BlobStore:
     def remove(self, sha: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path(sha).unlink()
+
+    def kept_count(self) -> int:
+        """Raw blobs kept content-addressed (an older data dir kept every upload's)."""
+        root = self.root / "blobs"
+        return sum(1 for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
+
+
+class TextStore:
+    """The parsed, redacted text of each upload (with its page spans), by record id."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "text"
+
+    def _path(self, file_id: str) -> Path:
+        return self.root / f"{file_id}.json"
+
+    def put(self, file_id: str, doc: dict[str, Any]) -> None:
+        write_whole(self._path(file_id), json.dumps(doc, ensure_ascii=False).encode("utf-8"))
+
+    def get(self, file_id: str) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(self._path(file_id).read_text("utf-8")))
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def has(self, file_id: str) -> bool:
+        return self._path(file_id).is_file()
+
+    def remove(self, file_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._path(file_id).unlink()
 
 
 class FileRecords:

@@ -4,8 +4,10 @@ Layers, checked in this order (the first that rejects wins):
 
 1. ``FLOOR``: credential stores and browser profiles, matched as path shapes anywhere
    in the tree. Nothing lifts it: not an include rule, not a negated exclude.
-2. ``SECRET_EXCLUDES``: .env files and key material. Built-in like the defaults, but a
-   user's ``!pattern`` cannot negate them either.
+2. ``SECRET_EXCLUDES``: .env files, key material and credential files. Built-in like the
+   defaults, but a user's ``!pattern`` cannot negate them either. A service-account JSON
+   under any name is caught by its content (``holds_credentials``, checked by the indexer
+   and grep when they read a file).
 3. ``DEFAULT_EXCLUDES`` + the user's exclude list, one gitignore spec (so a user may
    write ``!build/`` to index a ``build`` folder that holds real sources).
 4. The source's own ``.gitignore`` files (root and nested, loaded lazily, cached).
@@ -24,7 +26,10 @@ from pathlib import Path
 
 import pathspec
 
-FILTER_VERSION = 1
+from brain.secret_patterns import VERSION as REDACTION_VERSION
+
+# 2: *.env, service-account JSON and more secret excludes; what a source stores is redacted.
+FILTER_VERSION = 2
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     # VCS and package-manager stores
@@ -67,6 +72,23 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 SECRET_EXCLUDES: tuple[str, ...] = (
     ".env",
     ".env.*",
+    "*.env",
+    "*.env.*",
+    ".envrc",
+    # cloud service-account and OAuth client files (content is checked too: holds_credentials)
+    "*service-account*.json",
+    "*service_account*.json",
+    "credentials.json",
+    "client_secret*.json",
+    # other credential-bearing files
+    "secrets.yml",
+    "secrets.yaml",
+    "*.tfstate",
+    "*.tfstate.*",
+    ".htpasswd",
+    ".boto",
+    ".s3cfg",
+    "*.ppk",
     "*.pem",
     "*.key",
     "*.p12",
@@ -170,6 +192,33 @@ _FLOOR_SPEC = _spec(FLOOR)
 _SECRET_SPEC = _spec(SECRET_EXCLUDES)
 
 
+_SERVICE_ACCOUNT = re.compile(r'"type"\s*:\s*"service_account"')
+_PRIVATE_KEY_FIELD = re.compile(r'"private_key"\s*:')
+# Enough of a file's head to see a service-account JSON's "type" and "private_key" fields.
+CREDENTIAL_SNIFF_BYTES = 65536
+
+
+def holds_credentials(rel_posix: str, text: str) -> bool:
+    """True for a file whose content is a credential whatever its name: a cloud
+    service-account JSON ("type": "service_account" with a "private_key")."""
+    if not rel_posix.lower().endswith(".json"):
+        return False
+    head = text[:CREDENTIAL_SNIFF_BYTES]
+    return bool(_SERVICE_ACCOUNT.search(head) and _PRIVATE_KEY_FIELD.search(head))
+
+
+def file_holds_credentials(path: Path, rel_posix: str) -> bool:
+    """``holds_credentials`` on the head of a file on disk (unreadable counts as not)."""
+    if not rel_posix.lower().endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(CREDENTIAL_SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return holds_credentials(rel_posix, head)
+
+
 def _clean(patterns: list[str] | None) -> list[str]:
     return [p.strip() for p in patterns or [] if p.strip() and not p.strip().startswith("#")]
 
@@ -239,6 +288,7 @@ class SourceFilter:
                 "defaults": DEFAULT_EXCLUDES,
                 "secrets": SECRET_EXCLUDES,
                 "floor": FLOOR,
+                "redaction": REDACTION_VERSION,
                 "exclude": self.exclude,
                 "include": self.include,
                 "gitignore": self.use_gitignore,

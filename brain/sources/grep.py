@@ -25,12 +25,16 @@ from pathlib import Path
 import pathspec
 
 from brain.errors import InvalidArgument
-from brain.sources.filters import SourceFilter
+from brain.redact import multiline_secret_lines, redact
+from brain.sources.filters import SourceFilter, file_holds_credentials
 from brain.sources.walker import is_binary, walk_source
 
 ENGINES = ("rg", "git-grep", "grep", "python")
 MAX_SNIPPET = 300
 MAX_GREP_FILE = "20M"
+_KEY_SCAN_BYTES = 20 * 1024 * 1024  # as much of a file as grep reads (MAX_GREP_FILE)
+_REDACT_LINE_CAP = 65536
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}")
 _REGEX_ERROR_MARKERS = (
     "regex parse error",
     "in a regex",
@@ -141,6 +145,7 @@ class _Collector:
         self.glob_spec = pathspec.GitIgnoreSpec.from_lines([glob]) if glob else None
         self.py_re = py_re
         self._files: dict[tuple[Path, str], tuple[str, Path] | None] = {}
+        self._key_lines: dict[Path, set[int]] = {}
 
     @property
     def stopped(self) -> bool:
@@ -160,13 +165,29 @@ class _Collector:
         if len(self.hits) >= self.limit:
             self.truncated = True
             return False
-        self.hits.append(GrepHit(found[0], found[1], line, self._snippet(text), q.root))
+        line_text = self._redacted(found[1], line, text)
+        self.hits.append(GrepHit(found[0], found[1], line, self._snippet(line_text), q.root))
         return not self.stopped
+
+    def _redacted(self, path: Path, line: int, text: str) -> str:
+        """A live line may hold a secret: redacted (the whole line, then cut) like indexed
+        text; a line inside a private-key block of its file is redacted whole. Only a
+        base64-looking line can be one, so only then is its file read (once)."""
+        if _BASE64_LINE.fullmatch(text.strip()):
+            if path not in self._key_lines:
+                self._key_lines[path] = _key_block_lines(path)
+            if line in self._key_lines[path]:
+                return "[REDACTED:private_key]"
+        # A minified multi-megabyte line is cut before redaction (bounded work); the snippet
+        # is then taken from the redacted head.
+        return redact(text[:_REDACT_LINE_CAP]).text
 
     def _admit(self, q: _Query, raw: str) -> tuple[str, Path] | None:
         """(rel, absolute path) when the file may be returned, else None."""
         rel = raw.replace(os.sep, "/").removeprefix("./")
         if rel.startswith("../") or not q.flt.admits(rel):
+            return None
+        if file_holds_credentials(q.root / rel, rel):
             return None
         if self.glob_spec is not None and not self.glob_spec.match_file(rel):
             return None
@@ -184,6 +205,18 @@ class _Collector:
         if match:
             start = max(0, min(match.start() - MAX_SNIPPET // 3, len(text) - MAX_SNIPPET))
         return text[start : start + MAX_SNIPPET]
+
+
+def _key_block_lines(path: Path) -> set[int]:
+    """Lines of ``path`` inside a PEM private-key block (read once per file with a hit)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_KEY_SCAN_BYTES)
+    except OSError:
+        return set()
+    if b"PRIVATE KEY" not in data:
+        return set()
+    return multiline_secret_lines(data.decode("utf-8", errors="replace"))
 
 
 def _inside(root: Path, path: Path) -> bool:

@@ -47,8 +47,9 @@ from typing import Any, Protocol
 from brain.bm25 import BM25Encoder
 from brain.chunker import chunk_text_ex
 from brain.embedder import Embedder
+from brain.redact import redact
 from brain.sources.categories import categorize, parse_frontmatter
-from brain.sources.filters import SourceFilter
+from brain.sources.filters import SourceFilter, holds_credentials
 from brain.sources.registry import FileState, Registry, SourceRecord
 from brain.sources.walker import (
     APPEND_SUFFIXES,
@@ -335,6 +336,11 @@ class _Run:
         rec, ix = self.rec, self.ix
         cfg = self.flt.config_hash()
         trusted = rec.state_complete and rec.config_hash == cfg
+        if rec.config_hash and rec.config_hash != cfg and self.mode == "sync":
+            # The filters or the redaction changed since the last complete run: read every
+            # file again (unchanged content keeps its vectors), so nothing indexed under the
+            # old rules stays unredacted.
+            self.mode = "rescan"
         ix.registry.patch(rec.id, state_complete=False)
         self.progress.update(phase="walk")
         cap = rec.max_scan_files or ix.max_scan_files
@@ -484,6 +490,12 @@ class _Run:
 
     def _prepare(self, entry: FileEntry, old: _Old | None, force: bool) -> None:
         text = self._read(entry)
+        if text is not None and holds_credentials(entry.rel, text):
+            text = None  # a credential file under an innocent name: never indexed
+        if text is not None:
+            # Everything stored for a file (chunks, head, hashes, offsets) is of the redacted
+            # text; keep_lines keeps line numbers true to the file on disk.
+            text = redact(text, keep_lines=True).text
         if text is None:
             self.stats.files_unindexed += 1
             if old is not None:  # now binary or unreadable: its old text is stale

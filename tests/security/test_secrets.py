@@ -10,6 +10,7 @@ bytes, so "not found" means redacted, not "the storage format hides text".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Awaitable, Callable
@@ -78,6 +79,8 @@ TAG_SECRETS = [
     *(NEEDLES[k] for k in ("aws_access_key", "github", "gitlab", "slack", "stripe")),
     *(NEEDLES[k] for k in ("openai", "anthropic", "google", "jwt")),
     "password=Tr0ub4dor&3horse",
+    f"Bearer {NEEDLES['bearer']}",
+    f"aws secret access key is {NEEDLES['aws_secret_prose']}",
 ]
 
 
@@ -104,10 +107,17 @@ def _files(home: Path) -> list[Path]:
     return [p for p in home.rglob("*") if p.is_file()]
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:  # a temp file renamed meanwhile (graph cache, snapshots)
+        return b""
+
+
 def assert_data_dir_clean(brain: Brain, home: Path, canaries: list[str]) -> None:
     brain.store.flush()
     brain.save_graph()
-    blobs = {p: p.read_bytes() for p in _files(home)}
+    blobs = {p: _read(p) for p in _files(home)}
     for canary in canaries:  # positive control
         assert any(canary.encode() in b for b in blobs.values()), canary
     found = {
@@ -142,8 +152,8 @@ async def read_everything(client: Any, brain: Brain, home: Path, canary: str) ->
                 await call(client, "fs_search", query=q, search_mode=mode, limit=200)
             )
     for kind, needle in [("canary", canary), *NEEDLES.items()]:
-        for pattern in {needle, needle[:12]}:
-            out[f"fs_search[grep,{kind}]"] = repr(
+        for pattern in (needle, needle[:12]):
+            out[f"fs_search[grep,{kind},{pattern}]"] = repr(
                 await call(client, "fs_search", query=pattern, search_mode="grep", fixed=True,
                            limit=200)
             )
@@ -189,8 +199,17 @@ async def w_add_context(client: Any, brain: Brain, tmp: Path, canary: str) -> No
 
 
 async def w_add_tags(client: Any, brain: Brain, tmp: Path, canary: str) -> None:
-    await call(client, "add_memory", content=f"{canary} tagged note", project="ops",
-               tags=TAG_SECRETS)  # fmt: skip
+    try:
+        await call(client, "add_memory", content=f"{canary} tagged note", project="ops",
+                   tags=TAG_SECRETS)  # fmt: skip
+    except ToolError:  # a cap on tag length refused the long ones: then one note per tag
+        accepted = 0
+        for tag in TAG_SECRETS:
+            with contextlib.suppress(ToolError):
+                await call(client, "add_memory", content=f"{canary} tagged note", project="ops",
+                           tags=[tag])  # fmt: skip
+                accepted += 1
+        assert accepted >= len(TAG_SECRETS) // 2
 
 
 async def w_update(client: Any, brain: Brain, tmp: Path, canary: str) -> None:
@@ -267,6 +286,17 @@ async def test_no_secret_comes_back_or_is_stored(
     assert_data_dir_clean(brain, home, [canary])
 
 
+async def test_normal_tags_still_filter(brain: Brain, client: Any) -> None:
+    """Tag redaction leaves ordinary tags alone, so tag filters keep working."""
+    added = await call(client, "add_memory", content="zebracanarytags rollout plan", project="ops",
+                       tags=["Deploy", "db-migration", NEEDLES["github"]])  # fmt: skip
+    assert "[redacted:github_token]" in added["note"]["tags"]
+    assert added["redacted"] == ["github_token"]
+    for tag in ("deploy", "db-migration"):
+        found = await call(client, "search_memory", query="rollout plan", project="ops", tags=[tag])
+        assert [r["zk_id"] for r in found["results"]] == [added["note"]["zk_id"]], tag
+
+
 # ---------------------------------------------------------------------------- credential files
 SERVICE_ACCOUNT = (
     '{\n  "type": "service_account",\n  "project_id": "zebracanarysa",\n'
@@ -304,7 +334,7 @@ async def test_credential_files_are_not_indexed(
     grep = await call(client, "fs_search", query="zebracanary", search_mode="grep", limit=200)
     assert [r["path"] for r in grep["results"]] == ["src/ok.py"]
     brain.store.flush()
-    data = b"".join(p.read_bytes() for p in _files(home))
+    data = b"".join(_read(p) for p in _files(home))
     assert b"zebracanaryok" in data
     for rel in CREDENTIAL_FILES:
         assert rel.encode() not in data, rel
@@ -324,7 +354,7 @@ async def test_uploads_keep_no_raw_bytes_and_failures_leave_nothing(
     assert brain.files.wait(failed["id"], timeout=60)["status"] == "failed"
     leftovers = [p for p in _files(home / "files") if p.name not in {"files.db", "files.db-wal",
                                                                       "files.db-shm"}]
-    data = b"".join(p.read_bytes() for p in leftovers)
+    data = b"".join(_read(p) for p in leftovers)
     assert doc.read_bytes() not in data  # the raw upload is not kept
     assert b"zebracanarybroken" not in data and not any(".tmp" in p.name for p in leftovers)
     # Reprocess works from the stored, redacted text.
@@ -357,7 +387,42 @@ async def test_data_dir_is_private(brain: Brain, client: Any, home: Path, tmp_pa
     assert {p: m for p, m in files.items() if m != oct(0o600)} == {}
 
 
-def test_existing_data_dir_is_fixed_on_open(home: Path) -> None:
+@pytest.fixture
+def fresh_logging() -> Any:
+    """setup_logging replaces the root handlers: put pytest's back afterwards."""
+    import logging
+
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    yield
+    for h in root.handlers[:]:
+        root.removeHandler(h)
+        h.close()
+    for h in saved:
+        root.addHandler(h)
+    root.setLevel(level)
+
+
+def test_log_lines_and_tracebacks_are_redacted(home: Path, fresh_logging: Any) -> None:
+    import logging
+
+    from brain.logs import setup_logging
+
+    setup_logging(home)
+    log = logging.getLogger("brain.test")
+    log.warning("connecting: %s", SECRETS["url_password"][0])
+    try:
+        raise RuntimeError(leaky("zebracanarylog"))
+    except RuntimeError:
+        log.exception("embedding failed")
+    for h in logging.getLogger().handlers:
+        h.flush()
+    text = (home / "brain.log").read_text("utf-8")
+    assert "zebracanarylog" in text and "Traceback" in text
+    assert leaks(text) == []
+
+
+def test_existing_data_dir_is_fixed_on_open(home: Path, fresh_logging: Any) -> None:
     """A data dir made by an older version (0755 dir, 0644 files) is made private on open."""
     from brain.logs import setup_logging
     from brain.private import secure_home
@@ -371,3 +436,147 @@ def test_existing_data_dir_is_fixed_on_open(home: Path) -> None:
     setup_logging(home)
     assert _mode(home) == 0o700 and _mode(home / "files") == 0o700
     assert _mode(old) == 0o600 and _mode(home / "brain.log") == 0o600
+
+
+# ---------------------------------------------------------------------------- imports
+async def test_import_of_an_older_export_is_redacted(
+    brain: Brain, client: Any, home: Path, tmp_path: Path
+) -> None:
+    """An export written by a version that stored secrets brings none of them back in."""
+    import json
+
+    note = await call(client, "add_memory", content="zebracanaryimport PLACEHOLDER", project="ops",
+                      tags=["deploy"], context="ctx")  # fmt: skip
+    export = tmp_path / "old.jsonl"
+    brain.maintenance.export_jsonl(export)
+    lines = []
+    for line in export.read_text("utf-8").splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "note" and rec["payload"]["zk_id"] == note["note"]["zk_id"]:
+            p = rec["payload"]
+            p["content"] = p["content"].replace("PLACEHOLDER", leaky("old"))
+            p["context"] = leaky("oldctx")
+            p["tags"] = [*p["tags"], *TAG_SECRETS]
+            p["failure_signature"] = TAG_SECRETS[0]
+        lines.append(json.dumps(rec))
+    export.write_text("\n".join(lines) + "\n", "utf-8")
+    assert all(n in export.read_text("utf-8") for n in NEEDLES.values())  # the old export leaks
+    brain.maintenance.import_jsonl(export, on_conflict="replace")
+    reads = await read_everything(client, brain, home, "zebracanaryimport")
+    assert_reads_clean(reads, "zebracanaryimport")
+    assert_data_dir_clean(brain, home, ["zebracanaryimport"])
+
+
+def test_a_data_dir_set_to_the_users_home_keeps_its_modes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BRAIN__HOME=~ by mistake must not chmod a whole home directory."""
+    from brain.private import secure_home
+
+    fake_home = tmp_path / "user"
+    (fake_home / "projects").mkdir(parents=True)
+    script = fake_home / "projects" / "run.sh"
+    script.write_text("echo hi\n")
+    os.chmod(script, 0o755)
+    os.chmod(fake_home, 0o755)
+    monkeypatch.setenv("HOME", str(fake_home))
+    secure_home(fake_home)
+    assert _mode(script) == 0o755 and _mode(fake_home) == 0o755
+    other = tmp_path / "data"
+    (other / "sub").mkdir(parents=True)
+    (other / "sub" / "run.sh").write_text("x")
+    os.chmod(other / "sub" / "run.sh", 0o755)
+    secure_home(other)  # an ordinary data dir: group/other bits go, the owner's stay
+    assert _mode(other / "sub" / "run.sh") == 0o700 and _mode(other / "sub") == 0o700
+
+
+async def test_raw_blobs_of_an_older_data_dir_are_converted_by_reprocess(
+    brain: Brain, client: Any, tmp_path: Path
+) -> None:
+    """Blobs kept before keep_raw existed stay (with a warning at start) until reprocess_file
+    turns each into redacted text and drops the bytes."""
+    brain.settings.files.keep_raw = True  # what every older version did
+    doc = tmp_path / "old.md"
+    doc.write_text(f"# zebracanaryold\n\n{leaky('old')}")
+    rec = await call(client, "ingest_file", path=str(doc))
+    assert brain.files.wait(rec["id"], timeout=60)["status"] == "ready"
+    kept = [p for p in (brain.home / "files" / "blobs").rglob("*") if p.is_file()]
+    assert [p.read_bytes() for p in kept] == [doc.read_bytes()]
+    brain.settings.files.keep_raw = False
+    await call(client, "reprocess_file", file_id=rec["id"])
+    assert brain.files.wait(rec["id"], timeout=60)["status"] == "ready"
+    assert not [p for p in (brain.home / "files" / "blobs").rglob("*") if p.is_file()]
+    hits = await call(client, "search_files", query="zebracanaryold", threshold=-1.0)
+    assert hits["count"] >= 1 and not leaks(repr(hits))
+
+
+async def test_a_source_indexed_before_redaction_is_redacted_at_next_sync(
+    brain: Brain, client: Any, tmp_path: Path
+) -> None:
+    """An older version stored source text raw; the changed filter/redaction version makes
+    the next sync read every file again, and the secrets go."""
+    import dataclasses
+
+    from brain.sources.indexer import sha
+    from brain.vector_store import Filter, Match, scroll_all
+
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    raw = f"zebracanaryold = 1\n{SECRETS['url_password'][0]}\n{SECRETS['github'][0]}\n"
+    (root / "src" / "app.py").write_text(raw)
+    await call(client, "add_source", path=str(root), name="proj", trigger="manual")
+    await call(client, "sync_source", source="proj", wait=True)
+    # Make the index look like an older version's: raw text, raw hash, another config hash.
+    rec = brain.sources.registry.find("proj")
+    assert rec is not None
+    points = list(scroll_all(brain.store, Filter(must=(Match("source_id", rec.id),))))
+    for p in points:
+        brain.store.set_payload([p.id], {"content": raw, "content_hash": sha(raw)})
+    states = brain.sources.registry.file_states(rec.id)
+    brain.sources.registry.put_states(
+        rec.id, [dataclasses.replace(s, content_hash=sha(raw)) for s in states.values()]
+    )
+    brain.sources.registry.patch(rec.id, config_hash="from-an-older-version")
+    before = await call(client, "fs_search", query="zebracanaryold", search_mode="filter")
+    assert leaks(repr(before)) == ["url_password", "github"]  # the simulated old index leaks
+    await call(client, "sync_source", source="proj", wait=True)
+    after = await call(client, "fs_search", query="zebracanaryold", search_mode="filter")
+    assert "zebracanaryold" in repr(after) and leaks(repr(after)) == []
+
+
+async def test_fields_written_by_enrichment_are_redacted(
+    brain: Brain, client: Any, home: Path
+) -> None:
+    """An LLM's title, context, keywords and tags enter through apply_fields: redacted too."""
+    note = await call(client, "add_memory", content="zebracanaryllm plain note", project="ops")
+    zk = note["note"]["zk_id"]
+    brain.memory.apply_fields(
+        zk,
+        {"title": SECRETS["url_password"][0], "context": leaky("llmctx"),
+         "keywords": TAG_SECRETS[:4], "tags": TAG_SECRETS},
+        reembed=True,
+    )  # fmt: skip
+    assert leaks(repr(brain.memory.get_payload(zk))) == []
+    assert_data_dir_clean(brain, home, ["zebracanaryllm"])
+
+
+async def test_redacted_source_keeps_its_line_numbers(
+    brain: Brain, client: Any, tmp_path: Path
+) -> None:
+    """A key block redacted out of an indexed file leaves its line breaks: results still
+    point at the right lines of the file on disk."""
+    root = tmp_path / "project"
+    root.mkdir()
+    body = "a = 1\n" + SECRETS["pem"][0] + "zebracanarylines = 2\n"
+    (root / "keys_in_code.py").write_text(body)
+    # the same shape without a secret: what the line numbers must be
+    (root / "plain_code.py").write_text("\n".join(["a = 1", *"bcde", "zebracanarylines = 3\n"]))
+    await call(client, "add_source", path=str(root), name="proj", trigger="manual")
+    await call(client, "sync_source", source="proj", wait=True)
+    found = await call(client, "fs_search", query="zebracanarylines", search_mode="filter")
+    spans = {h["path"]: (h["line_start"], h["line_end"]) for h in found["results"]}
+    assert leaks(repr(found)) == [] and len(spans) == 2
+    assert spans["keys_in_code.py"] == spans["plain_code.py"]
+    grep = await call(client, "fs_search", query="zebracanarylines", search_mode="grep")
+    assert {h["path"]: h["line_start"] for h in grep["results"]} == {
+        "keys_in_code.py": 6, "plain_code.py": 6}
