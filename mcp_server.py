@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(server: FastMCP, args: Any) -> None:
     if not args.http:
-        server.run(transport="stdio", show_banner=False)
+        from mcp_surface.stdio_guard import run_stdio  # answers lines the SDK cannot decode
+        anyio.run(run_stdio, server)
         return
     verifier: Any = server.auth  # routing.HttpTokenVerifier, set by create_server(http=True)
     if verifier.created:

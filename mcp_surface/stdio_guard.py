@@ -1,0 +1,145 @@
+"""The stdio transport, with an answer for every request line the SDK cannot decode.
+
+``mcp.server.stdio.stdio_server`` (mcp 2.3.0) parses each stdin line with pydantic's JSON
+parser. A line it rejects — not JSON, not a JSON-RPC message, or JSON whose strings hold a lone
+UTF-16 surrogate such as ``"\\ud800"``, which pydantic refuses but Python's ``json`` accepts —
+is put on the read stream as an ``Exception``; the SDK's dispatcher logs it at debug level and
+drops it. The client never gets a reply and waits forever for that request id.
+
+:func:`guarded_stdio_server` keeps the SDK's transport (its claim of fds 0/1 keeps stray
+prints off the wire) and screens what it reads: an undecodable line gets a JSON-RPC error,
+with the request's id when the line still yields one (JSON-RPC 2.0: -32700 parse error, or
+-32600 invalid request), and the server reads on. :func:`run_stdio` is FastMCP's
+``run_stdio_async`` over these streams.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from fastmcp import FastMCP
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import ValidationError
+
+log = logging.getLogger("brain.stdio")
+
+Inbound = SessionMessage | Exception
+
+
+_NOT_JSON = object()
+
+
+def _received(exc: Exception) -> tuple[Any, str | None]:
+    """(what the client sent, as Python's lenient ``json`` reads it, or _NOT_JSON; pydantic's
+    JSON complaint if the JSON itself was refused). Pydantic keeps the whole line as the input
+    of a ``json_invalid`` error, and the parsed message as the input of an outermost one."""
+    if not isinstance(exc, ValidationError):
+        return _NOT_JSON, None
+    errors = exc.errors()
+    complaint = next((e["msg"] for e in errors if e["type"] == "json_invalid"), None)
+    if complaint is None:
+        # Under a union each error's loc starts with the member tried; the shortest loc's
+        # input is the message itself.
+        dicts = [e for e in errors if isinstance(e["input"], dict)]
+        outer = min(dicts or errors, key=lambda e: len(e["loc"]))
+        return outer["input"], None
+    try:
+        return json.loads(str(errors[0]["input"])), complaint
+    except ValueError:
+        return _NOT_JSON, complaint
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _request_id(msg: Any) -> int | str | None:
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    # bool is an int to Python but not a JSON-RPC id; an id holding a surrogate could not be
+    # written back, so both are answered as unknown (null), as JSON-RPC 2.0 says.
+    if isinstance(rid, bool) or not isinstance(rid, int | str) or not _encodable(rid):
+        return None
+    return rid
+
+
+def _unanswerable(msg: Any) -> bool:
+    """JSON-RPC 2.0 answers neither a notification nor a response (a reply to our request)."""
+    if not isinstance(msg, dict):
+        return False
+    if "method" in msg:
+        return "id" not in msg
+    return "result" in msg or "error" in msg
+
+
+def error_for(exc: Exception) -> JSONRPCError | None:
+    """The JSON-RPC 2.0 error that answers a line the transport could not decode; None for
+    one that JSON-RPC says must not be answered."""
+    msg, complaint = _received(exc)
+    if _unanswerable(msg):
+        return None
+    if msg is not _NOT_JSON and not _encodable(msg):
+        code, text = PARSE_ERROR, ("Parse error: a string holds a lone UTF-16 surrogate "
+                                   "(e.g. \\ud800); send valid Unicode text")
+    elif complaint is not None or msg is _NOT_JSON:
+        code, text = PARSE_ERROR, f"Parse error: {complaint or 'the line is not valid JSON'}"
+    else:
+        code, text = INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"
+    return JSONRPCError(jsonrpc="2.0", id=_request_id(msg),
+                        error=ErrorData(code=code, message=text))
+
+
+async def _screen(
+    source: Any, forward: MemoryObjectSendStream[Inbound], write: Any
+) -> None:
+    """Pass decoded messages on; answer each undecodable line instead of dropping it."""
+    async with forward:
+        async for item in source:
+            if isinstance(item, Exception):
+                reply = error_for(item)
+                if reply is None:
+                    log.warning("stdio: dropped an undecodable notification or response")
+                    continue
+                log.warning("stdio: undecodable request (id %r) answered with %d",
+                            reply.id, reply.error.code)
+                await write.send(SessionMessage(reply))
+                continue
+            await forward.send(item)
+
+
+@asynccontextmanager
+async def guarded_stdio_server() -> AsyncIterator[
+    tuple[MemoryObjectReceiveStream[Inbound], Any]
+]:
+    async with stdio_server() as (read_stream, write_stream):
+        forward, screened = anyio.create_memory_object_stream[Inbound](0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_screen, read_stream, forward, write_stream)
+            try:
+                yield screened, write_stream
+            finally:
+                tg.cancel_scope.cancel()
+
+
+async def run_stdio(server: FastMCP) -> None:
+    """``FastMCP.run_stdio_async`` (fastmcp 4.2.3) over the guarded transport, no banner."""
+    from fastmcp.server.context import reset_transport, set_transport
+
+    token = set_transport("stdio")
+    try:
+        async with server._lifespan_manager(), guarded_stdio_server() as (read, write):
+            low = server._mcp_server
+            await low.run(read, write, low.create_initialization_options())
+    finally:
+        reset_transport(token)
