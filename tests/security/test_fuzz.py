@@ -1,0 +1,286 @@
+"""Every tool, driven through the MCP client with arguments generated from its own schema.
+
+The tools are enumerated from the server (``list_tools``), so a new tool is fuzzed without
+touching this file. For each call the test asserts:
+
+- it answers within ``CALL_S`` (a hang fails the run, which then stops: the stuck worker
+  thread cannot be cancelled and would starve every later call);
+- it succeeds, or fails with a *typed* error: text ``[CODE] message`` where CODE is a code of
+  brain/errors.py (or NOT_READY from mcp_server.py), or the framework's argument validation
+  error, recognised by pydantic's title for the tool's signature,
+  ``N validation error(s) for call[<tool>]``, which fastmcp raises before the tool runs.
+  Anything else (``Error calling tool ...``, a traceback, an exception's bare text) is an
+  internal error and fails;
+- a rejected call changes nothing: the store's points and payloads, the graph, the uploaded
+  files and their blobs, the sources and their jobs are the same before and after;
+- the server still answers afterwards (``brain_stats``);
+- a path outside the user's home, or on a special filesystem, is never accepted by
+  ``ingest_file`` or ``add_source`` (issue 13: stdio's default allowed root is the home).
+
+Failures are collected over all tools and reported together, one line each (tool, arguments,
+what happened), so one run lists everything outstanding. Hypothesis runs derandomized with a
+bounded ``max_examples`` per tool and no shrinking (a shrink of a slow input would repeat it),
+so the run is reproducible and stays near a minute.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import os
+import re
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from brain.app import Brain
+from brain.errors import BrainError
+from brain.vector_store.base import scroll_all
+from tests.security.schema_strategies import Known, arguments
+
+CALL_S = 5.0  # one call's bound; a loaded 2-core machine answers most in < 0.2 s
+# Calls per tool grow with its properties (each call makes one or two of them hostile):
+# about 650 calls, near a minute on a loaded 2-core machine. FUZZ_SCALE (a factor) and
+# FUZZ_SEED (an int; default derandomized) widen a run by hand; CI uses the defaults.
+SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
+SEED = os.environ.get("FUZZ_SEED")
+
+
+def examples(tool: dict[str, Any]) -> int:
+    props = len(tool["schema"].get("properties", {}))
+    n = min(4 + props, 12) if tool["name"] in HEAVY else min(6 + 2 * props, 40)
+    return max(1, int(n * SCALE))
+HEAVY = {"add_source", "ingest_file", "sync_source", "rescan_source", "reembed",
+         "reprocess_file", "update_source", "consolidate_clusters", "deep_search"}
+SETTLE_S = 10.0
+
+OUTSIDE = ("/", "/etc", "/etc/passwd", "/etc/shadow", "/proc", "/proc/self/environ", "/sys",
+           "/dev", "/dev/zero", "/dev/urandom", "/root", "/var/log")
+
+
+def _codes() -> set[str]:
+    seen, todo = set(), [BrainError]
+    while todo:
+        cls = todo.pop()
+        seen.add(cls.code)
+        todo.extend(cls.__subclasses__())
+    return seen | {"NOT_READY"}
+
+
+CODES = _codes()
+TYPED = re.compile(r"^\[([A-Z_]+)\] ")
+
+
+def classify(tool: str, text: str) -> str | None:
+    """None if ``text`` is a typed error; else why it is not."""
+    if re.match(rf"^\d+ validation errors? for call\[{re.escape(tool)}\]\n", text):
+        return None
+    m = TYPED.match(text)
+    if m is None:
+        return "untyped error"
+    if m.group(1) not in CODES:
+        return f"unknown code {m.group(1)}"
+    if "Traceback" in text:
+        return "traceback in a typed error"
+    return None
+
+
+def _short(value: Any, n: int = 240) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + f"...<{len(text)} chars>"
+
+
+# ------------------------------------------------------------------------------ the brain
+def _populate(portal: BlockingPortal, client: Any, brain: Brain, root: Path) -> Known:
+    folder = root / "src"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "README.md").write_text("# Deploy\nRun ops/deploy.sh after the tests pass.\n")
+    (folder / "pkg" / "app.py").write_text("def handler(event):\n    return event['id']\n")
+    doc = root / "runbook.txt"
+    doc.write_text("Runbook: restart the ingest worker when the queue stalls.\n" * 20)
+
+    def call(tool: str, args: dict[str, Any]) -> Any:
+        return portal.call(client.call_tool, tool, args).structured_content
+
+    ids = [call("add_memory", {"content": text, "project": "fuzz", "tags": ["seed"]})
+           ["note"]["zk_id"] for text in (
+               "Redis runs on port 6379 in dev", "Use pytest -x to stop at the first failure",
+               "The deploy script is ops/deploy.sh")]
+    ids.append(call("add_memory", {"content": "quick capture about caching",
+                                   "memory_type": "fleeting"})["note"]["zk_id"])
+    failure = call("record_failure", {"content": "ImportError: qdrant_edge", "project": "fuzz",
+                                      "failure_signature": "pytest:ImportError"})
+    ids.append(failure["note"]["zk_id"] if "note" in failure else failure.get("zk_id", ""))
+    source = call("add_source", {"path": str(folder), "name": "fuzzsrc", "trigger": "manual"})
+    file_rec = call("ingest_file", {"path": str(doc), "project": "fuzz"})
+    brain.files.wait(file_rec["id"], timeout=60)
+    brain.sources.wait_idle(60)
+    strings = [*filter(None, ids), "fuzz", "fuzzsrc", source["source"]["id"],
+               source["job"]["job_id"], file_rec["id"], str(folder), str(doc),
+               str(folder / "pkg"), "pkg/app.py", "README.md", "**/*.py", str(root)]
+    return Known(strings=strings)
+
+
+def snapshot(brain: Brain) -> dict[str, Any]:
+    """What a call could change, as seen from outside the tool layer."""
+    brain.memory.flush_stamps()
+    points = {p.id: p.payload for p in scroll_all(brain.store, None)}
+    files_dir = brain.home / "files"
+    return {
+        "kinds": Counter(str(p.get("kind")) for p in points.values()),
+        "points": points,
+        "graph": sorted(brain.graph.edges()),
+        "files": brain.files.list(),
+        "blobs": sorted(str(p) for p in files_dir.rglob("*")) if files_dir.exists() else [],
+        "sources": brain.sources.list(),
+        "jobs": [(j["job_id"], j["status"]) for j in brain.sources.jobs()],
+    }
+
+
+def _diff(before: dict[str, Any], after: dict[str, Any]) -> str:
+    parts = []
+    for key in before:
+        if before[key] != after[key]:
+            if key == "points":
+                changed = {k for k in before[key].keys() | after[key].keys()
+                           if before[key].get(k) != after[key].get(k)}
+                parts.append(f"points changed: {_short(sorted(changed), 120)}")
+            else:
+                parts.append(f"{key}: {_short(before[key], 100)} -> {_short(after[key], 100)}")
+    return "; ".join(parts)
+
+
+def _settle(brain: Brain, root: Path) -> list[str]:
+    """Wait for work a successful call started; drop sources outside the test's root (a call
+    that added one is reported) so a walk of / cannot starve the rest of the run."""
+    found = []
+    for src in brain.sources.list():
+        if not Path(src["root"]).resolve().is_relative_to(root):
+            found.append(f"source outside the allowed root accepted: {src['root']!r}")
+            brain.sources.cancel(source=src["id"])
+            brain.sources.remove(src["id"], purge=True)
+    brain.sources.wait_idle(SETTLE_S)
+    deadline = time.monotonic() + SETTLE_S
+    while any(f["status"] == "processing" for f in brain.files.list()):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return found
+
+
+# ------------------------------------------------------------------------------ the run
+class Run:
+    def __init__(self, portal: BlockingPortal, client: Any, brain: Brain, root: Path) -> None:
+        self.portal, self.client, self.brain, self.root = portal, client, brain, root
+        self.failures: list[str] = []
+        self.hung = False
+        self.outcomes: dict[str, Counter[str]] = {}
+
+    def call(self, tool: str, args: dict[str, Any]) -> tuple[bool, str, Any]:
+        """(failed, error text, structured result); raises TimeoutError after CALL_S."""
+        fut: concurrent.futures.Future[Any] = self.portal.start_task_soon(
+            functools.partial(self.client.call_tool, tool, args, raise_on_error=False))
+        try:
+            res = fut.result(timeout=CALL_S)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError from None
+        except Exception as exc:  # noqa: BLE001 - protocol-level errors are judged like tool errors
+            return True, str(exc), None
+        text = res.content[0].text if res.content and hasattr(res.content[0], "text") else ""
+        return bool(res.is_error), text, res.structured_content
+
+    def check(self, tool: str, args: dict[str, Any]) -> None:
+        """One call and its properties; a failure is recorded, not raised (Hypothesis would
+        replay a failing example, and replaying a hang costs another stuck thread)."""
+        if self.hung:
+            return
+        where = f"{tool}({_short(args)})"
+        before = snapshot(self.brain)
+        try:
+            failed, text, _ = self.call(tool, args)
+        except TimeoutError:
+            self.hung = True
+            self.failures.append(f"{where}: no answer within {CALL_S} s")
+            return
+        outcome = "ok" if not failed else ("invalid" if " validation error" in text[:40]
+                                           else text[1:text.find("]")] if text[:1] == "[" else "?")
+        self.outcomes.setdefault(tool, Counter())[outcome] += 1
+        if failed:
+            why = classify(tool, text)
+            if why:
+                self.failures.append(f"{where}: {why}: {_short(text, 200)}")
+            after = snapshot(self.brain)
+            if after != before:
+                self.failures.append(f"{where}: rejected call changed state: "
+                                     f"{_diff(before, after)}")
+        elif tool in ("ingest_file", "add_source") and _outside(args.get("path"), self.root):
+            self.failures.append(f"{where}: path outside the user's home accepted")
+        self.failures.extend(f"{where}: {f}" for f in _settle(self.brain, self.root))
+        failed, text, _ = self.call("brain_stats", {})
+        if failed:
+            self.failures.append(f"{where}: server no longer answers brain_stats: {text[:200]}")
+
+    def fuzz(self, tool: dict[str, Any], known: Known) -> None:
+        @settings(max_examples=examples(tool), deadline=None,
+                  derandomize=SEED is None, database=None,
+                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(args=arguments(tool["schema"], known))
+        def run(args: dict[str, Any]) -> None:
+            self.check(tool["name"], args)
+
+        if SEED is not None:
+            run = seed(int(SEED))(run)
+        run()
+
+
+def _outside(path: Any, root: Path) -> bool:
+    if not isinstance(path, str) or not path.strip() or "\x00" in path:
+        return False
+    try:
+        resolved = Path(os.path.expanduser(path)).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return resolved.exists() and (str(resolved) in OUTSIDE or not resolved.is_relative_to(root))
+
+
+def _ordered(tools: list[Any]) -> list[dict[str, Any]]:
+    """Destructive tools last, so the others still find the seeded notes, file and source."""
+    def destructive(t: Any) -> bool:
+        return bool(t.annotations and t.annotations.destructive_hint)
+    return [{"name": t.name, "schema": t.input_schema}
+            for t in sorted(tools, key=lambda t: (destructive(t), t.name))]
+
+
+def test_every_tool_answers_hostile_arguments_with_success_or_a_typed_error(
+    brain: Brain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastmcp import Client
+
+    from mcp_server import create_server
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # stdio's default allowed root is the home
+    started = time.monotonic()
+    with start_blocking_portal() as portal:
+        client = portal.wrap_async_context_manager(Client(create_server(brain=brain)))
+        with client as c:
+            known = _populate(portal, c, brain, tmp_path)
+            tools = _ordered(portal.call(c.list_tools))
+            assert len(tools) >= 30, [t["name"] for t in tools]
+            run = Run(portal, c, brain, tmp_path.resolve())
+            for tool in tools:
+                run.fuzz(tool, known)
+                if run.hung:
+                    break
+    lines = sorted(set(run.failures))
+    report = "\n".join(lines)
+    if run.hung:
+        report += "\n(run stopped at the hang: later tools were not fuzzed)"
+    print(f"fuzzed {len(tools)} tools in {time.monotonic() - started:.0f} s")
+    for name, counts in sorted(run.outcomes.items()):
+        print(f"  {name}: {dict(counts)}")
+    assert not lines, f"{len(lines)} failures:\n{report}"
