@@ -36,16 +36,17 @@ from typing import Any
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 
 from brain.app import Brain
 from brain.errors import BrainError
 from brain.vector_store.base import scroll_all
-from tests.security.schema_strategies import Known, arguments
+from tests.security.schema_strategies import Known, arguments, sweep
 
 CALL_S = 5.0  # one call's bound; a loaded 2-core machine answers most in < 0.2 s
-# Calls per tool grow with its properties (each call makes one or two of them hostile):
-# about 650 calls, near a minute on a loaded 2-core machine. FUZZ_SCALE (a factor) and
+# Random calls per tool grow with its properties (each call makes one or two of them
+# hostile), on top of the sweep (schema_strategies.sweep): near a minute in all on a loaded
+# 2-core machine. FUZZ_SCALE (a factor) and
 # FUZZ_SEED (an int; default derandomized) widen a run by hand; CI uses the defaults.
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 SEED = os.environ.get("FUZZ_SEED")
@@ -53,7 +54,7 @@ SEED = os.environ.get("FUZZ_SEED")
 
 def examples(tool: dict[str, Any]) -> int:
     props = len(tool["schema"].get("properties", {}))
-    n = min(4 + props, 12) if tool["name"] in HEAVY else min(6 + 2 * props, 40)
+    n = min(3 + props // 2, 8) if tool["name"] in HEAVY else min(6 + props, 24)
     return max(1, int(n * SCALE))
 HEAVY = {"add_source", "ingest_file", "sync_source", "rescan_source", "reembed",
          "reprocess_file", "update_source", "consolidate_clusters", "deep_search"}
@@ -123,7 +124,10 @@ def _populate(portal: BlockingPortal, client: Any, brain: Brain, root: Path) -> 
     strings = [*filter(None, ids), "fuzz", "fuzzsrc", source["source"]["id"],
                source["job"]["job_id"], file_rec["id"], str(folder), str(doc),
                str(folder / "pkg"), "pkg/app.py", "README.md", "**/*.py", str(root)]
-    return Known(strings=strings)
+    by_name = {"zk_id": ids[0], "failure_zk_id": ids[-1], "project": "fuzz",
+               "source": "fuzzsrc", "file_id": file_rec["id"], "path": str(folder),
+               "job_id": source["job"]["job_id"]}
+    return Known(strings=strings, by_name=by_name)
 
 
 def snapshot(brain: Brain) -> dict[str, Any]:
@@ -235,6 +239,8 @@ class Run:
 
         if SEED is not None:
             run = seed(int(SEED))(run)
+        for args in sweep(tool["schema"], known, per_kind=2 if tool["name"] in HEAVY else 99):
+            run = example(args=args)(run)
         run()
 
 
