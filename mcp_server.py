@@ -47,6 +47,7 @@ from mcp_surface.recall import (  # noqa: E402
     Tags,
     recall_from,
 )
+from mcp_surface.text_guard import ValidText  # noqa: E402
 
 log = logging.getLogger("brain.mcp")
 
@@ -105,6 +106,7 @@ def create_server(
             yield {"brain": state.brain, "router": router}
 
     mcp = FastMCP("opencode-brain", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth)
+    mcp.add_middleware(ValidText())  # first, so no tool or forwarder sees a lone surrogate
     if http:
         mcp.add_middleware(routing.TokenIdentity())
     if brain is None and shared_state is None:

@@ -218,11 +218,17 @@ def _base_value(name: str, schema: dict[str, Any], known: Known) -> Any:
             "object": {}}.get(first.get("type", ""))
 
 
+def base_arguments(schema: dict[str, Any], known: Known) -> dict[str, Any]:
+    """Admitted values for the required properties only."""
+    props: dict[str, Any] = schema.get("properties", {})
+    return {k: _base_value(k, props[k], known) for k in schema.get("required", [])}
+
+
 def sweep(schema: dict[str, Any], known: Known, per_kind: int = 99) -> list[dict[str, Any]]:
     """For each property, calls that give it one worst value of its kind (custom_filters
     items: objects) and every required property an admitted one."""
     props: dict[str, Any] = schema.get("properties", {})
-    base = {k: _base_value(k, props[k], known) for k in schema.get("required", [])}
+    base = base_arguments(schema, known)
     out = []
     for name, prop in sorted(props.items()):
         kinds = {b.get("type") for b in (prop.get("anyOf") or [prop])} - {"null", None}

@@ -6,7 +6,7 @@ touching this file. For each call the test asserts:
 - it answers within ``CALL_S`` (a hang fails the run, which then stops: the stuck worker
   thread cannot be cancelled and would starve every later call);
 - it succeeds, or fails with a *typed* error: text ``[CODE] message`` where CODE is a code of
-  brain/errors.py (or NOT_READY from mcp_server.py), or the framework's argument validation
+  brain/errors.py (or NOT_READY / UNAUTHORIZED of the tool layer), or the framework's argument validation
   error, recognised by pydantic's title for the tool's signature,
   ``N validation error(s) for call[<tool>]``, which fastmcp raises before the tool runs.
   Anything else (``Error calling tool ...``, a traceback, an exception's bare text) is an
@@ -41,7 +41,7 @@ from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from brain.app import Brain
 from brain.errors import BrainError
 from brain.vector_store.base import scroll_all
-from tests.security.schema_strategies import Known, arguments, sweep
+from tests.security.schema_strategies import Known, arguments, base_arguments, sweep
 
 CALL_S = 5.0  # one call's bound; a loaded 2-core machine answers most in < 0.2 s
 # Random calls per tool grow with its properties (each call makes one or two of them
@@ -70,7 +70,7 @@ def _codes() -> set[str]:
         cls = todo.pop()
         seen.add(cls.code)
         todo.extend(cls.__subclasses__())
-    return seen | {"NOT_READY"}
+    return seen | {"NOT_READY", "UNAUTHORIZED"}  # mcp_server.py's and routing.py's own
 
 
 CODES = _codes()
@@ -290,3 +290,37 @@ def test_every_tool_answers_hostile_arguments_with_success_or_a_typed_error(
     for name, counts in sorted(run.outcomes.items()):
         print(f"  {name}: {dict(counts)}")
     assert not lines, f"{len(lines)} failures:\n{report}"
+
+
+def _string_props(schema: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(property, a lone-surrogate value of its shape) for each property that takes text."""
+    out = []
+    for name, prop in sorted(schema.get("properties", {}).items()):
+        for branch in prop.get("anyOf") or [prop]:
+            if branch.get("type") == "string":
+                out.append((name, "ok \ud800"))
+            elif branch.get("type") == "array" and branch.get("items", {}).get("type") in (
+                    "string", "object"):
+                item = "\udfff" if branch["items"]["type"] == "string" else {"key": "\udfff"}
+                out.append((name, ["fine", item]))
+    return out
+
+
+async def test_every_tool_refuses_a_lone_surrogate_before_it_runs(client: Any,
+                                                                  brain: Brain) -> None:
+    """In-process and forwarded calls can carry a lone surrogate (the wire's JSON parsers
+    refuse one); every tool answers INVALID_ARGUMENT and stores nothing."""
+    await client.call_tool("add_memory", {"content": "Redis runs on port 6379"})
+    before = snapshot(brain)
+    tried = 0
+    for tool in await client.list_tools():
+        base = base_arguments(tool.input_schema, Known())
+        for name, value in _string_props(tool.input_schema):
+            res = await client.call_tool(tool.name, {**base, name: value}, raise_on_error=False)
+            text = res.content[0].text if res.content else ""
+            assert res.is_error and text.startswith("[INVALID_ARGUMENT] "), (
+                tool.name, name, text[:300])
+            assert "surrogate" in text and name in text
+            tried += 1
+    assert tried > 40
+    assert snapshot(brain) == before
