@@ -203,6 +203,9 @@ SWEEP: dict[str, list[Any]] = {
                {"key": "salience", "gte": math.nan}],
 }
 SWEEP["integer"] = SWEEP["number"]
+# A ``path`` property also meets the places issue 13 found accepted: the root, special
+# filesystems, a secret-bearing file and a relative escape.
+PATH_SWEEP = ["/", "/proc", "/proc/self/environ", "/etc", "/etc/passwd", "../../../../etc"]
 
 
 def _base_value(name: str, schema: dict[str, Any], known: Known) -> Any:
@@ -238,5 +241,7 @@ def sweep(schema: dict[str, Any], known: Known, per_kind: int = 99) -> list[dict
             values += SWEEP.get(kind, [])[:per_kind]
         if any(i.get("type") == "object" for i in items):
             values += [[v] for v in SWEEP["object"]]
+        if name == "path":
+            values += PATH_SWEEP
         out += [{**base, name: v} for v in values]
     return out
