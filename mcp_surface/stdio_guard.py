@@ -9,14 +9,16 @@ drops it. The client never gets a reply and waits forever for that request id.
 :func:`guarded_stdio_server` keeps the SDK's transport (its claim of fds 0/1 keeps stray
 prints off the wire) and screens what it reads: an undecodable line gets a JSON-RPC error,
 with the request's id when the line still yields one (JSON-RPC 2.0: -32700 parse error, or
--32600 invalid request), and the server reads on. :func:`run_stdio` is FastMCP's
-``run_stdio_async`` over these streams.
+-32600 invalid request), and the server reads on. On the way out, a reply holding a lone
+surrogate (which would kill the SDK's writer, and the server with it) is sent with U+FFFD in
+its place. :func:`run_stdio` is FastMCP's ``run_stdio_async`` over these streams.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -26,8 +28,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from fastmcp import FastMCP
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    jsonrpc_message_adapter,
+)
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 log = logging.getLogger("brain.stdio")
 
@@ -118,16 +127,63 @@ async def _screen(
             await forward.send(item)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str, only a lone one is left
+
+
+def _as_text(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_as_text(k): _as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_text(v) for v in value]
+    return value
+
+
+def writable(item: SessionMessage) -> SessionMessage:
+    """``item``, or a copy with each lone surrogate replaced by U+FFFD. The SDK's writer
+    serializes each message as UTF-8 and dies on one (the whole server with it); one can come
+    from the disk, e.g. a file name that is not UTF-8 quoted in an error message."""
+    try:
+        item.message.model_dump_json(by_alias=True, exclude_unset=True)
+    except PydanticSerializationError:
+        raw = item.message.model_dump(by_alias=True, exclude_unset=True)
+        log.warning("stdio: a reply held a lone surrogate; sent with U+FFFD in its place")
+        fixed = jsonrpc_message_adapter.validate_python(_as_text(raw), by_name=False)
+        return SessionMessage(fixed, metadata=item.metadata)
+    return item
+
+
+class _TextWriter:
+    """The write stream, with :func:`writable` applied to every message."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def send(self, item: SessionMessage) -> None:
+        await self.inner.send(writable(item))
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _TextWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 @asynccontextmanager
 async def guarded_stdio_server() -> AsyncIterator[
-    tuple[MemoryObjectReceiveStream[Inbound], Any]
+    tuple[MemoryObjectReceiveStream[Inbound], _TextWriter]
 ]:
     async with stdio_server() as (read_stream, write_stream):
         forward, screened = anyio.create_memory_object_stream[Inbound](0)
+        writer = _TextWriter(write_stream)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_screen, read_stream, forward, write_stream)
+            tg.start_soon(_screen, read_stream, forward, writer)
             try:
-                yield screened, write_stream
+                yield screened, writer
             finally:
                 tg.cancel_scope.cancel()
 

@@ -197,3 +197,24 @@ def _typed(msg: dict[str, Any]) -> bool:
     """A tool error carrying one of brain/errors.py's codes, not an internal error's text."""
     text = msg.get("result", {}).get("content", [{}])[0].get("text", "")
     return bool(re.match(r"\[[A-Z_]+\] ", text))
+
+
+async def test_a_reply_holding_a_lone_surrogate_is_still_written() -> None:
+    """A reply can quote text from the disk (a file name that is not UTF-8 is a lone surrogate
+    to Python). The SDK's writer would raise on it and take the server down; the guard's
+    writer sends it with U+FFFD instead, keeping the id and the error code."""
+    import anyio
+    from mcp.shared.message import SessionMessage
+    from mcp_types import ErrorData, JSONRPCError
+
+    from mcp_surface.stdio_guard import _TextWriter
+
+    send, receive = anyio.create_memory_object_stream[SessionMessage](1)
+    bad = JSONRPCError(jsonrpc="2.0", id=9, error=ErrorData(
+        code=-32602, message="[INVALID_ARGUMENT] no such file: /src/caf\udce9.txt"))
+    with pytest.raises(ValueError, match="surrogates not allowed"):
+        bad.model_dump_json()  # what the SDK's stdout writer does with it
+    await _TextWriter(send).send(SessionMessage(bad))
+    out = json.loads((await receive.receive()).message.model_dump_json(exclude_unset=True))
+    assert out["id"] == 9 and out["error"]["code"] == -32602
+    assert out["error"]["message"] == "[INVALID_ARGUMENT] no such file: /src/caf\ufffd.txt"
