@@ -47,7 +47,7 @@ from mcp_surface.recall import (  # noqa: E402
     Tags,
     recall_from,
 )
-from mcp_surface.text_guard import ValidText  # noqa: E402
+from mcp_surface.text_guard import ValidText, as_text  # noqa: E402
 
 log = logging.getLogger("brain.mcp")
 
@@ -124,9 +124,9 @@ def create_server(
         caller = tenancy.caller(tenancy.settings_identity(b.settings))
         try:
             with acting_as(caller):  # worker threads inherit it: anyio copies the context
-                return await anyio.to_thread.run_sync(functools.partial(fn, b))
+                return as_text(await anyio.to_thread.run_sync(functools.partial(fn, b)))
         except BrainError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(as_text(str(exc))) from exc
 
     @mcp.tool(annotations=WRITE)
     async def add_memory(

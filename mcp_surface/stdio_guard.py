@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,6 +36,8 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
+
+from mcp_surface.text_guard import as_text
 
 log = logging.getLogger("brain.stdio")
 
@@ -127,19 +128,6 @@ async def _screen(
             await forward.send(item)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str, only a lone one is left
-
-
-def _as_text(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_as_text(k): _as_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_as_text(v) for v in value]
-    return value
-
-
 def writable(item: SessionMessage) -> SessionMessage:
     """``item``, or a copy with each lone surrogate replaced by U+FFFD. The SDK's writer
     serializes each message as UTF-8 and dies on one (the whole server with it); one can come
@@ -149,7 +137,7 @@ def writable(item: SessionMessage) -> SessionMessage:
     except PydanticSerializationError:
         raw = item.message.model_dump(by_alias=True, exclude_unset=True)
         log.warning("stdio: a reply held a lone surrogate; sent with U+FFFD in its place")
-        fixed = jsonrpc_message_adapter.validate_python(_as_text(raw), by_name=False)
+        fixed = jsonrpc_message_adapter.validate_python(as_text(raw), by_name=False)
         return SessionMessage(fixed, metadata=item.metadata)
     return item
 

@@ -6,10 +6,12 @@ fail on it, each with its own untyped error. Stored once (a source renamed to on
 paths), it broke every later reply that named it. The stdio and HTTP transports already refuse
 it in JSON (see stdio_guard.py); an in-process client or a forwarded call can still bring one.
 This middleware answers ``INVALID_ARGUMENT`` naming the argument, and nothing runs.
+On the way out, :func:`as_text` makes every tool result valid text.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -18,6 +20,20 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 from brain.errors import InvalidArgument
 
 MAX_DEPTH = 64  # arguments nest a few levels; deeper is refused by the schema anyway
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str, only a lone one is left
+
+
+def as_text(value: Any) -> Any:
+    """``value`` with each lone surrogate in its strings replaced by U+FFFD. Tool results
+    pass through it: text from the disk (a file name that is not UTF-8 reaches Python as a
+    lone surrogate) would otherwise fail the reply's JSON, and the call with it."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {as_text(k): as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_text(v) for v in value]
+    return value
 
 
 def _is_text(value: str) -> bool:
