@@ -61,10 +61,42 @@ def _received(exc: Exception) -> tuple[Any, str | None]:
         dicts = [e for e in errors if isinstance(e["input"], dict)]
         outer = min(dicts or errors, key=lambda e: len(e["loc"]))
         return outer["input"], None
+    line = str(errors[0]["input"])
     try:
-        return json.loads(str(errors[0]["input"])), complaint
-    except ValueError:
-        return _NOT_JSON, complaint
+        return json.loads(line), complaint
+    except (ValueError, RecursionError):
+        rid = top_level_id(line)
+        return ({"id": rid} if rid is not None else _NOT_JSON), complaint
+
+
+def top_level_id(line: str) -> int | str | None:
+    """The ``"id"`` member of the outermost object of a line no parser can read whole
+    (truncated, or nested past the parsers' limits), found by one linear scan, so the client
+    waiting on that id gets its answer. Only a key of the outermost object counts."""
+    depth, i, n = 0, 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == '"':
+            j = i + 1
+            while j < n and line[j] != '"':
+                j += 2 if line[j] == "\\" else 1
+            if depth == 1 and line[i:j + 1] == '"id"':
+                rest = line[j + 1:].lstrip()
+                if rest.startswith(":"):
+                    try:
+                        value, _ = json.JSONDecoder().raw_decode(rest[1:].lstrip())
+                    except (ValueError, RecursionError):
+                        return None
+                    ok = isinstance(value, int | str) and not isinstance(value, bool)
+                    return value if ok else None
+            i = j + 1
+            continue
+        if c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+        i += 1
+    return None
 
 
 def _encodable(value: Any) -> bool:
@@ -117,7 +149,11 @@ async def _screen(
     async with forward:
         async for item in source:
             if isinstance(item, Exception):
-                reply = error_for(item)
+                try:
+                    reply = error_for(item)
+                except Exception:  # noqa: BLE001 - e.g. RecursionError on a deep line
+                    reply = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+                        code=PARSE_ERROR, message="Parse error: the line could not be read"))
                 if reply is None:
                     log.warning("stdio: dropped an undecodable notification or response")
                     continue

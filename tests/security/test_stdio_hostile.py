@@ -145,13 +145,20 @@ def test_lines_that_are_not_json_rpc_get_an_error(server: RawStdio) -> None:
     server.send(b"this is not json")
     assert server.reply(None)["error"]["code"] == -32700
     server.send(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":')
-    assert server.reply(None)["error"]["code"] == -32700  # truncated JSON: no id to be had
+    assert server.reply(5)["error"]["code"] == -32700  # truncated, but its id is readable
+    server.send(b'{"jsonrpc":"2.0","method":"tools/call","params":{"id":55,"name":')
+    assert server.reply(None)["error"]["code"] == -32700  # an inner "id" is not the request's
     server.send(b'{"id":6,"hello":"world"}')
     assert server.reply(6)["error"]["code"] == -32600
     server.send(b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1,2]}')
     assert server.reply(7)["error"]["code"] == -32600
     server.send(b"[]")
     assert server.reply(None)["error"]["code"] == -32600
+    server.send(b"[" * 100_000 + b"]" * 100_000)  # past every JSON parser's nesting limit
+    assert server.reply(None)["error"]["code"] == -32700
+    server.send(b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"x":'
+                + b"[" * 5_000 + b"]" * 5_000 + b"}}")
+    assert server.reply(9)["error"]["code"] in (-32700, -32600)
     server.stats(8)
 
 
