@@ -6,8 +6,8 @@ touching this file. For each call the test asserts:
 - it answers within ``CALL_S`` (a hang fails the run, which then stops: the stuck worker
   thread cannot be cancelled and would starve every later call);
 - it succeeds, or fails with a *typed* error: text ``[CODE] message`` where CODE is a code of
-  brain/errors.py (or NOT_READY / UNAUTHORIZED of the tool layer), or the framework's argument validation
-  error, recognised by pydantic's title for the tool's signature,
+  brain/errors.py (or NOT_READY / UNAUTHORIZED of the tool layer), or the framework's
+  argument validation error, recognised by pydantic's title for the tool's signature,
   ``N validation error(s) for call[<tool>]``, which fastmcp raises before the tool runs.
   Anything else (``Error calling tool ...``, a traceback, an exception's bare text) is an
   internal error and fails;
@@ -17,10 +17,12 @@ touching this file. For each call the test asserts:
 - a path outside the user's home, or on a special filesystem, is never accepted by
   ``ingest_file`` or ``add_source`` (issue 13: stdio's default allowed root is the home).
 
-Failures are collected over all tools and reported together, one line each (tool, arguments,
-what happened), so one run lists everything outstanding. Hypothesis runs derandomized with a
-bounded ``max_examples`` per tool and no shrinking (a shrink of a slow input would repeat it),
-so the run is reproducible and stays near a minute.
+Each tool gets a deterministic sweep (every property once with each worst value of its kind,
+schema_strategies.sweep) and then random calls. Failures are collected over all tools and
+reported together, one line each (tool, arguments, what happened), so one run lists
+everything outstanding. Hypothesis runs derandomized with a bounded ``max_examples`` per tool
+and no shrinking (a shrink of a slow input would repeat it), so the run is reproducible and
+stays near a minute.
 """
 
 from __future__ import annotations
@@ -44,10 +46,13 @@ from brain.vector_store.base import scroll_all
 from tests.security.schema_strategies import Known, arguments, base_arguments, sweep
 
 CALL_S = 5.0  # one call's bound; a loaded 2-core machine answers most in < 0.2 s
+SETTLE_S = 10.0  # how long work a successful call started may take before the next call
+HEAVY = {"add_source", "ingest_file", "sync_source", "rescan_source", "reembed",
+         "reprocess_file", "update_source", "consolidate_clusters", "deep_search"}
 # Random calls per tool grow with its properties (each call makes one or two of them
 # hostile), on top of the sweep (schema_strategies.sweep): near a minute in all on a loaded
-# 2-core machine. FUZZ_SCALE (a factor) and
-# FUZZ_SEED (an int; default derandomized) widen a run by hand; CI uses the defaults.
+# 2-core machine. FUZZ_SCALE (a factor) and FUZZ_SEED (an int; default derandomized) widen
+# a run by hand; CI uses the defaults.
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 SEED = os.environ.get("FUZZ_SEED")
 
@@ -56,9 +61,7 @@ def examples(tool: dict[str, Any]) -> int:
     props = len(tool["schema"].get("properties", {}))
     n = min(3 + props // 2, 8) if tool["name"] in HEAVY else min(6 + props, 24)
     return max(1, int(n * SCALE))
-HEAVY = {"add_source", "ingest_file", "sync_source", "rescan_source", "reembed",
-         "reprocess_file", "update_source", "consolidate_clusters", "deep_search"}
-SETTLE_S = 10.0
+
 
 OUTSIDE = ("/", "/etc", "/etc/passwd", "/etc/shadow", "/proc", "/proc/self/environ", "/sys",
            "/dev", "/dev/zero", "/dev/urandom", "/root", "/var/log")
