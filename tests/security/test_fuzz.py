@@ -272,14 +272,20 @@ def _ordered(tools: list[Any]) -> list[dict[str, Any]]:
             for t in sorted(tools, key=lambda t: (destructive(t), t.name))]
 
 
+@pytest.fixture(autouse=True)
+def _home_is_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """stdio's default allowed root is the user's home: the test's files live under it. Set
+    before the brain is built, in case the path policy reads the home at start."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
 def test_every_tool_answers_hostile_arguments_with_success_or_a_typed_error(
-    brain: Brain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    brain: Brain, tmp_path: Path
 ) -> None:
     from fastmcp import Client
 
     from mcp_server import create_server
 
-    monkeypatch.setenv("HOME", str(tmp_path))  # stdio's default allowed root is the home
     started = time.monotonic()
     with start_blocking_portal() as portal:
         client = portal.wrap_async_context_manager(Client(create_server(brain=brain)))
