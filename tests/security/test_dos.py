@@ -283,7 +283,7 @@ async def test_long_words_make_chunks_bounded_in_chars(
     client: Any, brain: Any, tmp_path: Path
 ) -> None:
     doc = tmp_path / "words.txt"
-    doc.write_text(" ".join(f"{i}" + "w" * 2000 for i in range(300)))
+    doc.write_text(" ".join(f"{i}" + "w" * 2000 for i in range(120)))  # 240 KB
     rec = (await client.call_tool("ingest_file", {"path": str(doc)})).structured_content
     done, took = await _until_done(client, rec["id"], timeout=30)
     assert done["status"] == "ready", done
