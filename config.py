@@ -210,6 +210,22 @@ class FilesSettings(_Section):
         description="Keep uploaded documents' raw bytes (files/blobs); off: only the parsed, "
         "redacted text is kept and the bytes are deleted once parsed",
     )
+    max_expanded_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024,
+        description="Largest text a document may expand to before parsing: the XML parts of "
+        "a DOCX (from its zip directory, before inflating) or an HTML file; larger ones fail",
+    )  # fmt: skip
+    max_chunk_chars: int = Field(
+        4000, ge=100, description="Longest chunk in characters, whatever its token count"
+    )
+    process_timeout_s: float = Field(
+        300.0, gt=0, le=86_400,
+        description="Deadline for indexing one file; past it the file is marked failed",
+    )  # fmt: skip
+    max_attempts: int = Field(
+        3, ge=1, le=20,
+        description="Starts that resume a file left processing by a crash before it is failed",
+    )  # fmt: skip
 
 
 class SyncSettings(_Section):

@@ -31,6 +31,15 @@ from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
+from mcp_surface.args import (  # noqa: E402
+    Project,
+    Query,
+    Similarity,
+    TagList,
+    Text,
+    TypedArgumentErrors,
+    ZkId,
+)
 from mcp_surface.recall import (  # noqa: E402
     AllProjects,
     ConfidenceMin,
@@ -55,8 +64,6 @@ T = TypeVar("T")
 
 MemoryType = Literal["fleeting", "permanent"]
 TopK = Annotated[int, Field(ge=1, le=100, description="How many notes to return (1-100)")]
-Project = Annotated[str, Field(min_length=1, max_length=128, description="Project name")]
-ZkId = Annotated[str, Field(description="Note id, e.g. ZK-1A2B3C4D")]
 
 READ = ToolAnnotations(read_only_hint=False, idempotent_hint=False, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -107,6 +114,7 @@ def create_server(
 
     mcp = FastMCP("opencode-brain", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth)
     mcp.add_middleware(ValidText())  # first, so no tool or forwarder sees a lone surrogate
+    mcp.add_middleware(TypedArgumentErrors())
     if http:
         mcp.add_middleware(routing.TokenIdentity())
     if brain is None and shared_state is None:
@@ -130,14 +138,14 @@ def create_server(
 
     @mcp.tool(annotations=WRITE)
     async def add_memory(
-        content: Annotated[str, Field(description="The knowledge to keep, one idea per note")],
+        content: Annotated[Text, Field(description="The knowledge to keep, one idea per note")],
         project: Project = "general",
         memory_type: MemoryType = "permanent",
         note_kind: NoteKind = "general",
-        tags: list[str] | None = None,
+        tags: TagList = None,
         pinned: bool = False,
         visibility: Literal["shared", "private"] = "shared",
-        context: Annotated[str | None, Field(
+        context: Annotated[Text | None, Field(
             description="Why it matters or what surrounds it (e.g. the preceding exchange); "
                         "embedded with the content so searches find it by its setting too")
         ] = None,
@@ -149,14 +157,14 @@ def create_server(
         return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
 
     @mcp.tool(annotations=WRITE)
-    async def update_memory(zk_id: ZkId, new_content: str) -> dict[str, Any]:
+    async def update_memory(zk_id: ZkId, new_content: Text) -> dict[str, Any]:
         """Correct or extend a note's content; it is re-enriched and re-embedded."""
         res = await call(lambda b: b.memory.update(zk_id, new_content))
         return {"note": res.note, "redacted": list(res.redacted)}
 
     @mcp.tool(annotations=READ)
     async def search_memory(
-        query: Annotated[str, Field(min_length=1, description="What to look for")],
+        query: Annotated[Query, Field(description="What to look for")],
         top_k: TopK = 5,
         project: FilterProject = None,
         include_contextual: IncludeContextual = False,
@@ -171,7 +179,7 @@ def create_server(
         include_siblings: IncludeSiblings = False,
         all_projects: AllProjects = False,
         include_files: bool = False,
-        files_threshold: Annotated[float, Field(ge=-1, le=1)] = 0.5,
+        files_threshold: Similarity = 0.5,
     ) -> dict[str, Any]:
         """Hybrid (meaning + keyword) search over notes for simple, direct lookups. Archived
         and forgotten notes never appear; every returned note is access-stamped. Without a

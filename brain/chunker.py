@@ -10,6 +10,10 @@ whitespace.
 
 ``chunk_text_ex`` does the same and also says whether ``max_chunks`` cut the text short.
 
+Chunks are bounded in characters too (``max_chars``, by default ``max_tokens * 16``): a
+tokenizer counts a 2,000-character "word" as one unknown token, so a token budget alone let
+a document of such words make chunks of hundreds of KB (issue 13).
+
 Token counts: pass the counter of the active embedding model (``make_token_counter``);
 all-MiniLM-L6-v2 reads 256 word pieces. The default, ``approx_tokens``, is a fast
 estimate: ``max(ceil(words * 1.3), ceil(chars / 4))``. English prose averages ~1.3
@@ -83,10 +87,11 @@ _Piece = tuple[int, int, int]  # start, end, tokens
 
 
 class _Splitter:
-    def __init__(self, text: str, max_tokens: int, count: TokenCounter) -> None:
+    def __init__(self, text: str, max_tokens: int, count: TokenCounter, max_chars: int) -> None:
         self.text = text
         self.max_tokens = max_tokens
         self.count = count
+        self.max_chars = max_chars
 
     def pieces(self, start: int, end: int, level: int = 0) -> Iterator[_Piece]:
         """Yield pieces of ``text[start:end]``, each within max_tokens, in order."""
@@ -110,7 +115,7 @@ class _Splitter:
 
     def _fits(self, start: int, end: int) -> int | None:
         """Token count of the span if it fits in one piece, else None."""
-        if end - start > self.max_tokens * _MAX_CHARS_PER_TOKEN:
+        if end - start > self.max_chars:
             return None
         tokens = self.count(self.text[start:end])
         return tokens if tokens <= self.max_tokens else None
@@ -138,7 +143,7 @@ class _Splitter:
     def _hard_cut(self, start: int, end: int) -> Iterator[_Piece]:
         while start < end:
             # Largest prefix within max_tokens, by binary search on its length.
-            lo, hi = 1, min(end - start, self.max_tokens * _MAX_CHARS_PER_TOKEN)
+            lo, hi = 1, min(end - start, self.max_chars)
             best = (1, self.count(self.text[start : start + 1]))
             while lo <= hi:
                 mid = (lo + hi) // 2
@@ -176,7 +181,8 @@ def _overlap_start(
 def _longest_fit(
     text: str, start: int, candidates: list[_Piece], max_tokens: int, count: TokenCounter
 ) -> int:
-    """Index of the last candidate such that text[start:its end] fits; the first always fits."""
+    """Index of the last candidate such that text[start:its end] fits; the first always fits.
+    Candidates were cut at ``max_chars`` already, so only tokens are checked here."""
     lo, hi, best = 1, len(candidates) - 1, 0
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -193,6 +199,7 @@ def chunk_text_ex(
     overlap_tokens: int,
     count_tokens: TokenCounter | None = None,
     max_chunks: int | None = None,
+    max_chars: int | None = None,
 ) -> tuple[list[Chunk], bool]:
     """Chunk ``text``; return (chunks, truncated) where truncated means max_chunks cut it."""
     if max_tokens < 1:
@@ -205,8 +212,11 @@ def chunk_text_ex(
         )
     if max_chunks is not None and max_chunks < 1:
         raise InvalidArgument("max_chunks must be at least 1", max_chunks=max_chunks)
+    cap = max_tokens * _MAX_CHARS_PER_TOKEN if max_chars is None else max_chars
+    if cap < 1:
+        raise InvalidArgument("max_chars must be at least 1", max_chars=max_chars)
     count = count_tokens or approx_tokens
-    source = _Splitter(text, max_tokens, count).pieces(0, len(text))
+    source = _Splitter(text, max_tokens, count, cap).pieces(0, len(text))
     pending: list[_Piece] = []  # pieces pushed back, last one next
 
     def next_piece() -> _Piece | None:
@@ -217,20 +227,21 @@ def chunk_text_ex(
     while (piece := next_piece()) is not None:
         if max_chunks is not None and len(chunks) >= max_chunks:
             return chunks, True
+        start = overlap[0] if overlap else piece[0]
+        if overlap and (piece[1] - start > cap or count(text[start : piece[1]]) > max_tokens):
+            start = piece[0]  # overlap yields to progress; a lone piece always fits
         # Candidates: following pieces while their summed counts stay under twice the
-        # budget. Summed counts only estimate the joined text's count (the default
-        # counter overcounts short pieces), so the counter itself picks the cut below.
+        # budget (and their span under the char cap). Summed counts only estimate the
+        # joined text's count (the default counter overcounts short pieces), so the
+        # counter itself picks the cut below.
         candidates = [piece]
         estimate = piece[2] + (overlap[1] if overlap else 0)
         while (nxt := next_piece()) is not None:
-            if estimate + nxt[2] > 2 * max_tokens:
+            if estimate + nxt[2] > 2 * max_tokens or nxt[1] - start > cap:
                 pending.append(nxt)
                 break
             candidates.append(nxt)
             estimate += nxt[2]
-        start = overlap[0] if overlap else piece[0]
-        if overlap and count(text[start : piece[1]]) > max_tokens:
-            start = piece[0]  # overlap yields to progress; a lone piece always fits
         best = _longest_fit(text, start, candidates, max_tokens, count)
         pending.extend(reversed(candidates[best + 1 :]))
         end = candidates[best][1]
@@ -247,6 +258,7 @@ def chunk_text(
     overlap_tokens: int,
     count_tokens: TokenCounter | None = None,
     max_chunks: int | None = None,
+    max_chars: int | None = None,
 ) -> list[Chunk]:
     """Chunk ``text`` (see the module docstring); stops quietly after ``max_chunks``."""
-    return chunk_text_ex(text, max_tokens, overlap_tokens, count_tokens, max_chunks)[0]
+    return chunk_text_ex(text, max_tokens, overlap_tokens, count_tokens, max_chunks, max_chars)[0]

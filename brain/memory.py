@@ -19,9 +19,21 @@ from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
 from brain.embedder import Embedder, embed_passages
 from brain.enrich import enrich
-from brain.errors import Conflict, ContentTooLarge, InvalidArgument, NoteNotFound
+from brain.errors import Conflict, InvalidArgument, NoteNotFound
 from brain.graph import LinkGraph
 from brain.identity import Identity
+from brain.limits import (
+    MAX_AGE_DAYS,
+    MAX_FILTER_VALUES,
+    MAX_FILTERS,
+    MAX_LABEL_CHARS,
+    MAX_QUERY_CHARS,
+    check_filter_key,
+    check_filter_value,
+    check_number,
+    check_tags,
+    check_text,
+)
 from brain.notes import (
     CONTEXTUAL_KINDS,
     MEMORY_TYPES,
@@ -101,17 +113,9 @@ class WriteResult:
 
 
 def _require_text(value: str, name: str, cap: int) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument(f"{name} is empty: pass the text to store in {name}", field=name)
-    if len(value) > cap:
-        raise ContentTooLarge(
-            f"{name} has {len(value)} characters, more than the cap of {cap}. Split it into "
-            "several notes, or raise BRAIN__MEMORY__MAX_CONTENT_CHARS.",
-            field=name,
-            length=len(value),
-            cap=cap,
-        )
-    return value
+    # Blank means no visible character: NUL-only or whitespace-only text is refused too.
+    return check_text(value, name, cap, "Split it into several notes, or raise "
+                      "BRAIN__MEMORY__MAX_CONTENT_CHARS.")
 
 
 def _require_enum(value: str, allowed: Sequence[str], name: str) -> str:
@@ -130,9 +134,10 @@ def check_top_k(top_k: int, upper: int = MAX_TOP_K) -> int:
 
 def check_project(project: str) -> str:
     project = (project or "").strip()
-    if not project or len(project) > 128:
-        raise InvalidArgument("project must be a non-empty name of at most 128 characters",
-                              field="project")
+    if not project or len(project) > MAX_LABEL_CHARS:
+        raise InvalidArgument(
+            f"project must be a non-empty name of at most {MAX_LABEL_CHARS} characters",
+            field="project")
     return project
 
 
@@ -259,9 +264,7 @@ class MemoryService:
         _require_enum(memory_type, ("fleeting", "permanent"), "memory_type")
         _require_enum(note_kind, NOTE_KINDS, "note_kind")
         tenancy.check_visibility(visibility)
-        if tags is not None and (not isinstance(tags, (list, tuple)) or
-                                 not all(isinstance(t, str) and t.strip() for t in tags)):
-            raise InvalidArgument("tags must be a list of non-empty strings", field="tags")
+        tags = check_tags(tags)
         content, redacted = self.prepare_content(content)
         if tags and self.cfg.redact_secrets:  # a tag is stored, indexed and exported too
             tags, tag_kinds = redact_tags(list(tags))
@@ -542,15 +545,20 @@ class MemoryService:
             for k in rf.note_kinds:
                 _require_enum(k, NOTE_KINDS, "note_kind")
             must.append(MatchAny("note_kind", tuple(rf.note_kinds)))
-        for tag in rf.tags:
+        for tag in check_tags(list(rf.tags), "tags filter"):
             must.append(Match("tags", tag))
         if rf.max_age_days is not None:
-            if rf.max_age_days <= 0:
-                raise InvalidArgument("max_age_days must be > 0", field="max_age_days")
-            since = self.clock.now() - timedelta(days=rf.max_age_days)
+            days = check_number(rf.max_age_days, "max_age_days", lo=0, hi=MAX_AGE_DAYS,
+                                lo_open=True)
+            since = self.clock.now() - timedelta(days=days)
             must.append(Range("created_ts", gte=since.timestamp()))
         if rf.min_salience is not None:
-            must.append(Range("salience", gte=float(rf.min_salience)))
+            must.append(Range("salience", gte=check_number(rf.min_salience, "min_salience",
+                                                           lo=0, hi=1)))
+        if rf.confidence_min is not None:  # applied after retrieval; checked here, before
+            check_number(rf.confidence_min, "confidence_min", lo=-1, hi=1)
+        if len(rf.custom) > MAX_FILTERS:
+            raise InvalidArgument(f"at most {MAX_FILTERS} custom filters", field="custom")
         if rf.fingerprint_match:
             must.append(Match("embed_model", self.meta.model))
         # Private notes of sibling agents stay invisible unless asked for.
@@ -568,7 +576,7 @@ class MemoryService:
         stamp: bool = True,
         query_vector: Sequence[float] | None = None,
     ) -> list[dict[str, Any]]:
-        query = _require_text(query, "query", 10_000)
+        query = _require_text(query, "query", MAX_QUERY_CHARS)
         check_top_k(top_k)
         rf = rf or RecallFilter()
         flt = self.build_filter(rf)
@@ -720,29 +728,29 @@ def _hit(c: Candidate) -> dict[str, Any]:
     return public_note(c.payload, **extra)
 
 
+_RULE_FIELDS = frozenset({"key", "value", "any", "gte", "gt", "lte", "lt"})
+
+
 def _custom_condition(rule: dict[str, Any]) -> Any:
-    if not isinstance(rule, dict) or "key" not in rule:
+    if not isinstance(rule, dict) or "key" not in rule or set(rule) - _RULE_FIELDS:
         raise InvalidArgument("each custom filter is {key, value} | {key, any: [...]} | "
                               "{key, gte/lte/gt/lt}", field="custom")
-    key = str(rule["key"])
+    key = check_filter_key(rule["key"])
     if key in ("kind", "forgotten", "user_id") :
         raise InvalidArgument(f"custom filters cannot override {key!r}", field="custom")
     if "value" in rule:
-        return Match(key, rule["value"])
+        return Match(key, check_filter_value(rule["value"], key))
     if "any" in rule:
-        if not isinstance(rule["any"], list):
-            raise InvalidArgument(f"custom filter on {key!r}: any must be a list of values",
-                                  field="custom")
-        return MatchAny(key, tuple(rule["any"]))
+        values = rule["any"]
+        if not isinstance(values, list) or not 0 < len(values) <= MAX_FILTER_VALUES:
+            raise InvalidArgument(f"custom filter on {key!r}: any must be a list of 1 to "
+                                  f"{MAX_FILTER_VALUES} values", field="custom")
+        return MatchAny(key, tuple(check_filter_value(v, key) for v in values))
     bounds: dict[str, float] = {}
     for bound in ("gte", "gt", "lte", "lt"):
         if bound in rule:
-            value = rule[bound]
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                raise InvalidArgument(
-                    f"custom filter on {key!r}: {bound} must be a number, not {value!r}",
-                    field="custom")
-            bounds[bound] = float(value)
+            bounds[bound] = check_number(rule[bound], f"custom filter {key!r} {bound}",
+                                         lo=-1e300, hi=1e300)
     if bounds:
         return Range(key, **bounds)
     raise InvalidArgument(f"custom filter on {key!r} needs value, any, or a range bound",

@@ -17,17 +17,18 @@ from typing import Any
 from brain import tenancy
 from brain.clock import iso
 from brain.errors import InvalidArgument
+from brain.limits import MAX_SIGNATURE_CHARS as MAX_SIGNATURE
+from brain.limits import has_text
 from brain.memory import MAX_TOP_K, RecallFilter, check_project, check_top_k
 from brain.notes import point_id, public_note
 from brain.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
 
-MAX_SIGNATURE = 256
 ELIDED = "\n\n[... earlier occurrences elided ...]"
 
 
 def _signature(value: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not has_text(value):
         raise InvalidArgument(
             "failure_signature is empty: pass a short stable key for this "
             "failure, e.g. 'pytest:ImportError:qdrant_edge'",

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from mcp_surface.args import Ids, Project, Query
 from mcp_surface.recall import (
     AllProjects,
     ConfidenceMin,
@@ -23,7 +24,7 @@ from mcp_surface.recall import (
     recall_from,
 )
 
-Similarity = Annotated[float, Field(gt=0.0, le=1.0)]
+Similarity = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 
 READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
 PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
@@ -33,7 +34,7 @@ DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorl
 def register(mcp: Any, call: Any) -> None:
     @mcp.tool(annotations=READ)
     async def deep_search(
-        query: Annotated[str, Field(min_length=1, description="The question, in words")],
+        query: Annotated[Query, Field(description="The question, in words")],
         project: FilterProject = None,
         hops: Annotated[int, Field(ge=0, le=4, description="Search-and-follow rounds")] = 2,
         top_k: Annotated[int, Field(ge=1, le=100, description="Notes to return")] = 10,
@@ -66,9 +67,9 @@ def register(mcp: Any, call: Any) -> None:
 
     @mcp.tool(annotations=DESTRUCTIVE)
     async def consolidate_clusters(
-        project: Annotated[str, Field(min_length=1, max_length=128)],
+        project: Project,
         dry_run: bool = True,
-        selected_cluster_ids: list[str] | None = None,
+        selected_cluster_ids: Ids = None,
         min_similarity: Similarity = 0.9,
         min_link_similarity: Similarity = 0.75,
         max_clusters: Annotated[int, Field(ge=1, le=200)] = 20,

@@ -7,18 +7,21 @@ from typing import Annotated, Any, Literal
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from brain.files.service import MAX_SEARCH_LIMIT
+from mcp_surface.args import Id, OptFileName, OptProject, PathArg, Query, Similarity
+
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
 PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
-FileId = Annotated[str, Field(min_length=1, description="File id from ingest_file/list_files")]
+FileId = Annotated[Id, Field(min_length=1, description="File id from ingest_file/list_files")]
 
 
 def register(mcp: Any, call: Any) -> None:
     @mcp.tool(annotations=WRITE)
     async def ingest_file(
-        path: Annotated[str, Field(min_length=1, description="Path of a document on this machine")],
-        project: Annotated[str | None, Field(description="Project to file it under")] = None,
+        path: Annotated[PathArg, Field(min_length=1, description="Path of a document on this machine")],
+        project: Annotated[OptProject, Field(description="Project to file it under")] = None,
         visibility: Annotated[Literal["shared", "private"], Field(
             description="shared: every agent of your user finds it; private: only this agent"
         )] = "shared",
@@ -31,11 +34,13 @@ def register(mcp: Any, call: Any) -> None:
 
     @mcp.tool(annotations=PURE_READ)
     async def search_files(
-        query: Annotated[str, Field(min_length=1, description="What to look for, in words")],
-        limit: Annotated[int, Field(description="How many passages to return (1-30)")] = 10,
-        file_name: Annotated[str | None, Field(description="Only this exact file name")] = None,
+        query: Annotated[Query, Field(description="What to look for, in words")],
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="How many passages to return")
+        ] = 10,
+        file_name: Annotated[OptFileName, Field(description="Only this exact file name")] = None,
         threshold: Annotated[
-            float, Field(description="Minimum cosine similarity of a passage (0.5 default)")
+            Similarity, Field(description="Minimum cosine similarity of a passage (0.5 default)")
         ] = 0.5,
     ) -> dict[str, Any]:
         """Search uploaded documents by meaning: passages of ready files, most similar first,

@@ -17,11 +17,13 @@ makes on the same arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
+from brain.limits import MAX_AGE_DAYS
 from brain.memory import RecallFilter
+from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
 
 NoteKind = Literal[
     "mistake",
@@ -52,7 +54,7 @@ FILTER_ARGS: tuple[str, ...] = (
 )
 
 FilterProject = Annotated[
-    str | None,
+    OptProject,
     Field(description="Project to search; without one, the default project (see all_projects)"),
 ]
 IncludeContextual = Annotated[
@@ -60,19 +62,29 @@ IncludeContextual = Annotated[
     Field(description="Also return open_thread, session_summary and project_context notes"),
 ]
 IncludeFleeting = Annotated[bool, Field(description="Also return fleeting (undistilled) notes")]
-NoteKinds = Annotated[list[NoteKind] | None, Field(description="Only notes of these kinds")]
-Tags = Annotated[list[str] | None, Field(description="Only notes carrying every one of these tags")]
-MaxAgeDays = Annotated[float | None, Field(description="Only notes created in the last N days")]
-MinSalience = Annotated[float | None, Field(description="Only notes with at least this salience")]
+NoteKinds = Annotated[
+    list[NoteKind] | None,
+    Field(max_length=len(get_args(NoteKind)), description="Only notes of these kinds"),
+]
+Tags = Annotated[TagList, Field(description="Only notes carrying every one of these tags")]
+MaxAgeDays = Annotated[
+    float | None,
+    Field(gt=0, le=MAX_AGE_DAYS, allow_inf_nan=False,
+          description="Only notes created in the last N days"),
+]
+MinSalience = Annotated[
+    float | None,
+    Field(ge=0, le=1, allow_inf_nan=False, description="Only notes with at least this salience"),
+]
 ConfidenceMin = Annotated[
-    float | None, Field(description="Drop hits whose meaning similarity is below this")
+    Similarity | None, Field(description="Drop hits whose meaning similarity is below this")
 ]
 FingerprintMatch = Annotated[
     bool,
     Field(description="Only notes embedded by the current model (false: every model's notes)"),
 ]
 CustomFilters = Annotated[
-    list[dict[str, Any]] | None,
+    FilterRules,
     Field(
         description="Extra payload conditions, AND-combined: {key, value} | {key, any: [...]} "
         "| {key, gte/gt/lte/lt: number}"

@@ -9,29 +9,43 @@ from fastmcp import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from brain.limits import MAX_QUERY_CHARS
+from mcp_surface.args import (
+    Date,
+    IntervalS,
+    Name,
+    Names,
+    OptId,
+    OptName,
+    OptPath,
+    OptPattern,
+    OptProject,
+    PathArg,
+    Paths,
+    Patterns,
+    ScanFiles,
+    TagList,
+)
+
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
 PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
-Source = Annotated[str, Field(min_length=1, description="Source name or id (see list_sources)")]
+Source = Annotated[Name, Field(min_length=1, description="Source name or id (see list_sources)")]
 Trigger = Literal["auto", "manual", "interval"]
-Patterns = Annotated[list[str] | None, Field(description="gitignore-style patterns")]
-JobId = Annotated[str, Field(min_length=1, description="Job id returned by sync_source")]
 
 
 def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
     @mcp.tool(annotations=WRITE)
     async def add_source(
-        path: Annotated[str, Field(min_length=1, description="Folder on this machine")],
-        name: Annotated[str | None, Field(description="Short name; default the folder")] = None,
-        project: Annotated[str | None, Field(description="Project the files belong to")] = None,
+        path: Annotated[PathArg, Field(min_length=1, description="Folder on this machine")],
+        name: Annotated[OptName, Field(description="Short name; default the folder")] = None,
+        project: Annotated[OptProject, Field(description="Project the files belong to")] = None,
         trigger: Trigger = "auto",
         exclude: Patterns = None,
         include: Patterns = None,
-        max_scan_files: Annotated[int | None, Field(ge=1)] = None,
-        interval_s: Annotated[
-            float | None, Field(ge=10, description="For trigger=interval")
-        ] = None,
+        max_scan_files: ScanFiles = None,
+        interval_s: IntervalS = None,
         visibility: Annotated[Literal["shared", "private"], Field(
             description="shared: every agent of your user searches it; private: only this agent"
         )] = "shared",
@@ -48,7 +62,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         )
 
     @mcp.tool(annotations=PURE_READ)
-    async def list_sources(project: str | None = None) -> dict[str, Any]:
+    async def list_sources(project: OptProject = None) -> dict[str, Any]:
         """List sources with trigger, filters and the last index snapshot (indexed /
         unindexed / total files; a total like '200000+' means the scan cap was hit)."""
         found = await call(lambda b: b.sources.list(project))
@@ -57,13 +71,13 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
     @mcp.tool(annotations=WRITE)
     async def update_source(
         source: Source,
-        name: str | None = None,
-        project: str | None = None,
+        name: OptName = None,
+        project: OptProject = None,
         trigger: Trigger | None = None,
         exclude: Patterns = None,
         include: Patterns = None,
-        max_scan_files: Annotated[int | None, Field(ge=1)] = None,
-        interval_s: Annotated[float | None, Field(ge=10)] = None,
+        max_scan_files: ScanFiles = None,
+        interval_s: IntervalS = None,
     ) -> dict[str, Any]:
         """Change a source. New exclude/include rules start a sync that removes the search
         data of files the rules no longer cover."""
@@ -93,7 +107,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         source: Source,
         ctx: Context,
         wait: Annotated[bool, Field(description="Wait for the job, reporting progress")] = False,
-        paths: Annotated[list[str] | None, Field(description="Only these relative paths")] = None,
+        paths: Annotated[Paths, Field(description="Only these relative paths")] = None,
     ) -> dict[str, Any]:
         """Reconcile a source with the disk now (unchanged files cost nothing). Returns the
         job at once; wait=true reports progress and returns the finished job."""
@@ -102,8 +116,8 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
 
     @mcp.tool(annotations=PURE_READ)
     async def sync_status(
-        job_id: Annotated[str | None, Field(description="One job; omit for all")] = None,
-        source: Annotated[str | None, Field(description="Jobs of one source")] = None,
+        job_id: Annotated[OptId, Field(description="One job; omit for all")] = None,
+        source: Annotated[OptName, Field(description="Jobs of one source")] = None,
     ) -> dict[str, Any]:
         """Status, progress and result of sync jobs (queued, running, done, cancelled,
         failed)."""
@@ -113,27 +127,31 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         return {"jobs": found, "count": len(found)}
 
     @mcp.tool(annotations=WRITE)
-    async def cancel_sync(job_id: str | None = None, source: str | None = None) -> dict[str, Any]:
+    async def cancel_sync(job_id: OptId = None, source: OptName = None) -> dict[str, Any]:
         """Cancel a sync job (or every job of a source) within about a second. What it
         already indexed stays valid; the next sync picks up where it stopped."""
         return await call(lambda b: b.sources.cancel(job_id, source))
 
     @mcp.tool(annotations=PURE_READ)
     async def fs_search(
-        query: Annotated[str, Field(description="Words (semantic/filter) or pattern (grep)")],
+        query: Annotated[
+            str,
+            Field(max_length=MAX_QUERY_CHARS,
+                  description="Words (semantic/filter) or pattern (grep)"),
+        ],
         search_mode: Literal["semantic", "filter", "grep"] = "semantic",
-        project: str | None = None,
-        source: str | None = None,
+        project: OptProject = None,
+        source: OptName = None,
         folder: Annotated[
-            str | None, Field(description="Absolute folder inside a source, or relative to source")
+            OptPath, Field(description="Absolute folder inside a source, or relative to source")
         ] = None,
-        path_glob: Annotated[str | None, Field(description="e.g. '**/*.py' or 'src/**'")] = None,
-        category: list[str] | None = None,
-        tags: list[str] | None = None,
-        created_after: str | None = None,
-        created_before: str | None = None,
-        modified_after: str | None = None,
-        modified_before: str | None = None,
+        path_glob: Annotated[OptPattern, Field(description="e.g. '**/*.py' or 'src/**'")] = None,
+        category: Names = None,
+        tags: TagList = None,
+        created_after: Date = None,
+        created_before: Date = None,
+        modified_after: Date = None,
+        modified_before: Date = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 10,
         fixed: Annotated[bool, Field(description="grep: literal text, not a regex")] = False,
         case_insensitive: bool = False,
@@ -178,7 +196,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
     @mcp.tool(annotations=WRITE)
     async def reembed(
         source: Source,
-        path: Annotated[str | None, Field(description="A folder or file in the source")] = None,
+        path: Annotated[OptPath, Field(description="A folder or file in the source")] = None,
         confirm: Annotated[bool, Field(description="Run it; false only estimates")] = False,
     ) -> dict[str, Any]:
         """Embed a source, folder or file again, changed or not (costly). Without

@@ -7,9 +7,7 @@ from typing import Annotated, Any
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-Project = Annotated[str, Field(min_length=1, max_length=128, description="Project name")]
-Lines = Annotated[list[str] | None, Field(description="One item per entry")]
-ZkId = Annotated[str, Field(description="Note id, e.g. ZK-1A2B3C4D")]
+from mcp_surface.args import Line, Lines, OptProject, Project, Query, Signature, Text, ZkId
 
 READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
 PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
@@ -31,7 +29,7 @@ def register(mcp: Any, call: Any) -> None:
 
     @mcp.tool(annotations=PURE_READ)
     async def get_inbox(
-        project: str | None = None,
+        project: OptProject = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
     ) -> dict[str, Any]:
         """Fleeting notes waiting to be distilled (oldest first, with age in days). Distill
@@ -42,7 +40,7 @@ def register(mcp: Any, call: Any) -> None:
     async def close_session(
         project: Project,
         objective: Annotated[
-            str, Field(min_length=1, description="What the session set out to do")
+            Line, Field(min_length=1, description="What the session set out to do")
         ],
         completed: Lines = None,
         blockers: Lines = None,
@@ -59,13 +57,11 @@ def register(mcp: Any, call: Any) -> None:
 
     @mcp.tool(annotations=WRITE)
     async def record_failure(
-        content: Annotated[str, Field(description="What failed: error, command, context")],
+        content: Annotated[Text, Field(description="What failed: error, command, context")],
         project: Project,
         failure_signature: Annotated[
-            str,
+            Signature,
             Field(
-                min_length=1,
-                max_length=256,
                 description="Stable key of this failure (e.g. 'pytest:ImportError:qdrant_edge'); "
                 "the same key again counts an occurrence instead of a new note",
             ),
@@ -77,8 +73,8 @@ def register(mcp: Any, call: Any) -> None:
     @mcp.tool(annotations=WRITE)
     async def record_resolution(
         failure_zk_id: ZkId,
-        fix_content: Annotated[str, Field(description="The validated fix and why it works")],
-        project: str | None = None,
+        fix_content: Annotated[Text, Field(description="The validated fix and why it works")],
+        project: OptProject = None,
     ) -> dict[str, Any]:
         """Once a fix is validated: stores a permanent fix note linked to the failure and
         promotes the failure to permanent knowledge."""
@@ -88,8 +84,8 @@ def register(mcp: Any, call: Any) -> None:
 
     @mcp.tool(annotations=READ)
     async def preflight_check(
-        task: Annotated[str, Field(min_length=1, description="The task you are about to do")],
-        project: str | None = None,
+        task: Annotated[Query, Field(description="The task you are about to do")],
+        project: OptProject = None,
         top_k: Annotated[int, Field(ge=1, le=50)] = 5,
     ) -> dict[str, Any]:
         """Before coding: past mistakes (each with its fixes), fixes and patterns relevant to

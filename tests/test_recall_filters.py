@@ -82,7 +82,7 @@ async def test_each_filter_alone(brain: Brain, client, notes) -> None:  # noqa: 
                      custom_filters=[{"key": "project", "any": ["api"]}]) == [
         n["other_project"]
     ]
-    assert await ids(client, project="shop", confidence_min=1.01) == []
+    assert await ids(client, project="shop", confidence_min=1.0) == []  # 1.01: out of range
     exact = "redis cache eviction policy is allkeys-lru"
     everything = (
         await client.call_tool("search_memory", {"query": exact, "project": "shop"})

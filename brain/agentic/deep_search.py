@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from brain.errors import InvalidArgument
+from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.memory import MemoryService, RecallFilter, check_top_k
 from brain.notes import point_id, public_note
 from brain.vector_store import HasId
@@ -56,8 +57,7 @@ def deep_search(
     if not isinstance(hops, int) or isinstance(hops, bool) or not 0 <= hops <= MAX_HOPS:
         raise InvalidArgument(f"hops={hops!r} is out of range: use 0..{MAX_HOPS}", field="hops")
     check_top_k(top_k)
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidArgument("query is empty: pass what to look for", field="query")
+    check_text(query, "query", MAX_QUERY_CHARS)
     rf = rf or RecallFilter()
     flt = memory.build_filter(rf)
     decay = memory.cfg.related_decay

@@ -5,6 +5,13 @@ then by magic bytes, and returns a ``ParsedDocument``. Paged formats (PDF) also 
 ``pages``: ``(page_number, start, end)`` spans into ``text`` so a chunk can be traced back
 to its page with ``page_for_offset``. Every failure is a ``ParseError`` with a reason;
 parser libraries are imported lazily so importing this module stays cheap.
+
+Nothing is inflated or parsed past ``max_expanded_bytes`` (issue 13: a 545 KB DOCX expanded
+to 300 MB and parsed with a 1.1 GB peak). A DOCX is measured from its zip directory before a
+byte is inflated; zipfile then never inflates a member past the size that directory declares
+(a member that lies fails its CRC), so the check bounds the work too. HTML is measured by its
+size and by how deeply its elements nest: lexbor's parse is quadratic in the nesting depth
+(100,000 nested ``<div>``, 500 KB, took 30 s).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from brain.errors import ParseError
+from config import FilesSettings
 
 if TYPE_CHECKING:
     from docx.table import Table
@@ -97,10 +105,17 @@ def detect_format(data: bytes, file_name: str, mime: str | None = None) -> str:
     return found
 
 
-def parse_document(data: bytes, file_name: str, mime: str | None = None) -> ParsedDocument:
+def parse_document(
+    data: bytes,
+    file_name: str,
+    mime: str | None = None,
+    *,
+    max_expanded_bytes: int = FilesSettings.model_fields["max_expanded_bytes"].default,
+) -> ParsedDocument:
     """Extract text (and page spans for PDFs) from an uploaded document."""
     fmt = detect_format(data, file_name, mime)
     try:
+        _GUARDS.get(fmt, _no_guard)(data, max_expanded_bytes)
         return _PARSERS[fmt](data)
     except ParseError:
         raise
@@ -223,6 +238,69 @@ def _parse_html(data: bytes) -> ParsedDocument:
     text = _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
     return ParsedDocument(text=text, format="html")
 
+
+# -- size guards, run before a parser sees the bytes ------------------------------------
+
+# Real pages nest a few dozen elements deep; lexbor takes ~0.02 s at this depth.
+MAX_HTML_DEPTH = 2_048
+MAX_ZIP_MEMBERS = 10_000
+_XML_PARTS = (".xml", ".rels")
+_TAG = re.compile(rb"<(/?)([A-Za-z][A-Za-z0-9-]*)[^<>]*?(/?)>")
+# Elements that never hold others, or that the parser closes by itself when a sibling opens:
+# they do not deepen the tree, so they are not counted.
+_FLAT_TAGS = frozenset(
+    b"area base br col embed hr img input link meta param source track wbr "
+    b"p li dt dd tr td th option optgroup rp rt tbody thead tfoot colgroup".split()
+)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1048576:.1f} MB"
+
+
+def _no_guard(data: bytes, cap: int) -> None:
+    return None
+
+
+def _guard_docx(data: bytes, cap: int) -> None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except zipfile.BadZipFile as exc:
+        raise ParseError(f"malformed DOCX: {exc}") from exc
+    if len(members) > MAX_ZIP_MEMBERS:
+        raise ParseError(f"DOCX has {len(members)} parts, more than {MAX_ZIP_MEMBERS}")
+    xml = sum(m.file_size for m in members if m.filename.lower().endswith(_XML_PARTS))
+    total = sum(m.file_size for m in members)
+    # Media barely compress, so beyond the XML a real document inflates to about its size.
+    if xml > cap or total > cap + len(data):
+        raise ParseError(
+            f"the DOCX would expand to {_mb(max(xml, total))} ({_mb(len(data))} compressed), "
+            f"more than the cap of {_mb(cap)} (BRAIN__FILES__MAX_EXPANDED_BYTES); a document "
+            "this size is likely a decompression bomb"
+        )
+
+
+def _guard_html(data: bytes, cap: int) -> None:
+    if len(data) > cap:
+        raise ParseError(
+            f"the HTML is {_mb(len(data))}, more than the cap of {_mb(cap)} to expand into a "
+            "tree (BRAIN__FILES__MAX_EXPANDED_BYTES); save the page as text or split it"
+        )
+    depth = 0
+    for m in _TAG.finditer(data):
+        name = m.group(2).lower()
+        if name in _FLAT_TAGS or m.group(3):
+            continue
+        depth = max(0, depth - 1) if m.group(1) else depth + 1
+        if depth > MAX_HTML_DEPTH:
+            raise ParseError(
+                f"the HTML nests elements more than {MAX_HTML_DEPTH} deep; parsing it would "
+                "expand into a tree too costly to build (an HTML bomb)"
+            )
+
+
+_GUARDS: dict[str, Callable[[bytes, int], None]] = {"docx": _guard_docx, "html": _guard_html}
 
 _PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
     "pdf": _parse_pdf,

@@ -32,10 +32,12 @@ from brain import tenancy
 from brain.chunker import Chunk, chunk_text_ex
 from brain.clock import iso
 from brain.errors import BrainError, FileNotFound, FileTooLarge, InvalidArgument, ParseError
+from brain.files import deadline as file_deadline
 from brain.files.parsers import ParsedDocument, page_for_offset, parse_document
 from brain.files.retention import Keeper, from_doc, redact_parsed, to_doc
 from brain.files.store import BlobStore, DuplicateContent, FileRecords, TextStore
 from brain.identity import Identity
+from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.redact import redact
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
 from brain.vector_store import Filter, Match, Point, scroll_all
@@ -244,7 +246,7 @@ class FilesService:
             self._drop_points(rec["id"])
             updated = self.records.update(
                 rec["id"], status="processing", chunks_count=None, reason=None,
-                generation=generation, updated_at=iso(self.brain.clock.now()),
+                generation=generation, attempts=0, updated_at=iso(self.brain.clock.now()),
             )  # fmt: skip
         if updated is None:
             raise FileNotFound(f"file {file_id!r} was deleted meanwhile", file_id=file_id)
@@ -279,8 +281,7 @@ class FilesService:
         threshold: float = 0.5,
         project: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidArgument("query is empty: say what to look for in the files")
+        check_text(query, "query", MAX_QUERY_CHARS)
         self._check_search(limit, threshold)
         qvec = self.embedder.embed_query(query)
         return self.search_with_vector(qvec, limit, file_name, threshold, project)
@@ -355,14 +356,19 @@ class FilesService:
         started = time.monotonic()
         with self._write_lock:
             self._drop_points(file_id)  # leftovers of an interrupted run
+        if not self._count_attempt(rec, generation):
+            return
+        timeout = self.cfg.process_timeout_s
+        deadline = started + timeout
         try:
-            parsed, redacted_before = self._parsed(rec)
+            parsed, redacted_before = self._parsed(rec, deadline, timeout)
             chunks, truncated = self._chunk(parsed.text)
             if not chunks:
                 raise _Failed("no text could be extracted (a scanned PDF needs OCR first)")
-            ids, redactions = self._write_chunks(rec, generation, parsed, chunks)
+            file_deadline.check(deadline, timeout)
+            ids, redactions = self._write_chunks(rec, generation, parsed, chunks, deadline)
             redactions += redacted_before
-        except _Failed as exc:
+        except (_Failed, file_deadline.DeadlinePassed) as exc:
             self._fail(file_id, generation, str(exc))
             return
         if ids is None:
@@ -380,13 +386,17 @@ class FilesService:
             )  # fmt: skip
         log.info("file %s (%s) ready: %d chunks", file_id, rec["file_name"], len(ids))
 
-    def _parsed(self, rec: dict[str, Any]) -> tuple[ParsedDocument, int]:
+    def _parsed(
+        self, rec: dict[str, Any], deadline: float, timeout: float
+    ) -> tuple[ParsedDocument, int]:
         """The file's text and the secrets redacted from it: the stored text, or the raw
         bytes parsed, redacted and stored (after which the bytes go, unless kept)."""
         doc = self.texts.get(rec["id"])
         if doc is not None:
             return from_doc(doc)
-        parsed = self._parse(rec)
+        parsed = file_deadline.run_within(
+            lambda: self._parse(rec), deadline, timeout, self._stop, _Interrupted
+        )
         count = 0
         if self.brain.settings.memory.redact_secrets:
             parsed, count = redact_parsed(parsed)
@@ -394,13 +404,28 @@ class FilesService:
         self.keeper.drop_raw(rec)
         return parsed, count
 
+    def _count_attempt(self, rec: dict[str, Any], generation: int) -> bool:
+        """Count this start on the record; False (and the file failed) once a file left
+        'processing' by crashes has used up its attempts, so it is not resumed forever."""
+        attempts = int(rec.get("attempts") or 0) + 1
+        if attempts > self.cfg.max_attempts:
+            self._fail(rec["id"], generation, (
+                f"processing did not finish in {self.cfg.max_attempts} attempts (the server "
+                "stopped or crashed while on it each time); reprocess_file to try again"
+            ))  # fmt: skip
+            return False
+        self.records.update(rec["id"], attempts=attempts)
+        return True
+
     def _parse(self, rec: dict[str, Any]) -> ParsedDocument:
         try:
             data = self.blobs.read(rec["storage_path"])
         except (FileNotFoundError, IsADirectoryError) as exc:
             raise _Failed("the stored bytes are missing; delete and upload the file again") from exc
         try:
-            return parse_document(data, rec["file_name"])
+            return parse_document(
+                data, rec["file_name"], max_expanded_bytes=self.cfg.max_expanded_bytes
+            )
         except ParseError as exc:
             raise _Failed(exc.message) from exc
 
@@ -432,8 +457,9 @@ class FilesService:
         max_tokens, overlap = self.chunk_budget()
         try:
             return chunk_text_ex(
-                text, max_tokens, overlap, self.embedder.count_tokens, self.cfg.max_chunks
-            )
+                text, max_tokens, overlap, self.embedder.count_tokens, self.cfg.max_chunks,
+                max_chars=self.cfg.max_chunk_chars,
+            )  # fmt: skip
         except BrainError as exc:
             raise _Failed(f"could not chunk the text: {exc.message}") from exc
 
@@ -443,6 +469,7 @@ class FilesService:
         generation: int,
         parsed: ParsedDocument,
         chunks: builtins.list[Chunk],
+        deadline: float = float("inf"),
     ) -> tuple[builtins.list[str] | None, int]:
         """Embed and write every chunk (not yet ready); None when the file went away."""
         ids: builtins.list[str] = []
@@ -452,6 +479,7 @@ class FilesService:
         for start in range(0, len(chunks), batch):
             if self._stop.is_set():
                 raise _Interrupted
+            file_deadline.check(deadline, self.cfg.process_timeout_s)
             part = chunks[start : start + batch]
             texts = [c.text for c in part]
             if scrub:

@@ -3,7 +3,9 @@
 Every engine is handed the excludes it can express (for speed), and every hit is then
 checked again against ``SourceFilter.admits`` so the floor holds whatever the engine did.
 The search is bounded by a deadline (the process is killed) and by a result count
-(reading stops).
+(reading stops). Python-side matching (snippets, the Python engine) uses the ``regex``
+module, whose matching takes a timeout: Python's ``re`` cannot be interrupted, and a
+pattern like ``(a+)+$`` on a long line would backtrack for minutes past the deadline.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+import regex
 
 from brain.errors import InvalidArgument
 from brain.redact import multiline_secret_lines, redact
@@ -35,6 +38,12 @@ MAX_GREP_FILE = "20M"
 _KEY_SCAN_BYTES = 20 * 1024 * 1024  # as much of a file as grep reads (MAX_GREP_FILE)
 _REDACT_LINE_CAP = 65536
 _BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}")
+# Finding where a snippet starts is cosmetic: past this, the line's start is shown instead.
+SNIPPET_MATCH_S = 0.05
+# The Python engine gives one line at most this long before it stops as timed out. regex's
+# timeout counts the process's CPU time, not wall time, so on a loaded machine a match can
+# overrun its budget by the load factor: a short budget per line keeps that overrun short.
+LINE_MATCH_S = 0.25
 _REGEX_ERROR_MARKERS = (
     "regex parse error",
     "in a regex",
@@ -136,7 +145,9 @@ class _Query:
 class _Collector:
     """Gathers hits, applying the filter again; knows when to stop."""
 
-    def __init__(self, limit: int, deadline: float, glob: str | None, py_re: re.Pattern | None):
+    def __init__(
+        self, limit: int, deadline: float, glob: str | None, py_re: regex.Pattern | None
+    ):
         self.hits: list[GrepHit] = []
         self.limit = limit
         self.deadline = deadline
@@ -201,10 +212,23 @@ class _Collector:
         if len(text) <= MAX_SNIPPET:
             return text
         start = 0
-        match = self.py_re.search(text) if self.py_re is not None else None
+        match = None
+        if self.py_re is not None:
+            try:
+                match = self.search(text, SNIPPET_MATCH_S)
+            except TimeoutError:
+                match = None
         if match:
             start = max(0, min(match.start() - MAX_SNIPPET // 3, len(text) - MAX_SNIPPET))
         return text[start : start + MAX_SNIPPET]
+
+    def search(self, text: str, budget_s: float) -> regex.Match | None:
+        """``py_re.search`` within ``budget_s`` and the deadline; TimeoutError past them."""
+        assert self.py_re is not None
+        budget = min(budget_s, self.deadline - time.monotonic())
+        if budget <= 0:
+            raise TimeoutError("grep deadline passed")
+        return self.py_re.search(text, timeout=budget)
 
 
 def _key_block_lines(path: Path) -> set[int]:
@@ -240,12 +264,14 @@ def _choose_engine(engine: str | None) -> str:
 
 def _python_regex(
     pattern: str, fixed: bool, icase: bool, *, strict: bool
-) -> re.Pattern[str] | None:
-    """Compile for snippets and the Python engine; a failure is an error only when strict."""
-    flags = re.IGNORECASE if icase else 0
+) -> regex.Pattern | None:
+    """Compile for snippets and the Python engine; a failure is an error only when strict.
+    The syntax is ``re``'s (what callers know); ``regex`` then matches with a timeout."""
+    source = re.escape(pattern) if fixed else pattern
     try:
-        return re.compile(re.escape(pattern) if fixed else pattern, flags)
-    except re.error as exc:
+        re.compile(source, re.IGNORECASE if icase else 0)
+        return regex.compile(source, regex.IGNORECASE if icase else 0)
+    except (re.error, regex.error) as exc:
         if strict:
             raise InvalidArgument(
                 f"invalid regex {pattern!r}: {exc}; {_FIX_HINT}.", pattern=pattern
@@ -372,6 +398,11 @@ def _read_hits(proc: subprocess.Popen, parse: Callable, q: _Query, col: _Collect
 
 def _raise_pattern_error(engine: str, pattern: str, stderr: str) -> None:
     lowered = stderr.lower()
+    if "backtracking limit" in lowered or "match limit" in lowered:
+        raise InvalidArgument(
+            f"regex {pattern!r} backtracks too much to finish ({engine}); simplify it "
+            "(e.g. '(a+)+' matches what 'a+' does) or pass fixed=true.", pattern=pattern
+        )
     if any(marker in lowered for marker in _REGEX_ERROR_MARKERS):
         message = stderr.strip().splitlines()
         detail = " ".join(line.strip() for line in message[:6])
@@ -384,8 +415,7 @@ def _raise_pattern_error(engine: str, pattern: str, stderr: str) -> None:
 
 
 def _python_search(q: _Query, col: _Collector) -> None:
-    regex = col.py_re
-    assert regex is not None
+    assert col.py_re is not None
     cancel = threading.Event()
     walk = walk_source(q.root, q.flt, cancel=cancel)
     for entry in walk.files:
@@ -394,7 +424,12 @@ def _python_search(q: _Query, col: _Collector) -> None:
         if col.glob_spec is not None and not col.glob_spec.match_file(entry.rel):
             continue
         for line_no, line in _lines(entry.path):
-            if regex.search(line) and not col.offer(q, entry.rel, line_no, line):
+            try:
+                found = col.search(line, LINE_MATCH_S)
+            except TimeoutError:
+                col.timed_out = col.truncated = True
+                return
+            if found and not col.offer(q, entry.rel, line_no, line):
                 return
 
 

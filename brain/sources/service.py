@@ -21,6 +21,14 @@ from brain import tenancy
 from brain.clock import iso
 from brain.errors import Conflict, InvalidArgument, PathOutsideSource, SourceNotFound
 from brain.identity import Identity
+from brain.limits import (
+    MAX_LABEL_CHARS,
+    MAX_QUERY_CHARS,
+    check_glob,
+    check_patterns,
+    check_tags,
+    too_large,
+)
 from brain.sources import search as fs
 from brain.sources.filters import SourceFilter, is_floored
 from brain.sources.indexer import SOURCE_KINDS, Indexer
@@ -122,7 +130,8 @@ class SourcesService:
         home = os.path.realpath(self.brain.home)
         if real == home or real.startswith(home + os.sep):
             raise InvalidArgument(f"{real} is the brain's own data dir; add a project folder.")
-        exclude = self._guard_home(real, list(exclude or []))
+        exclude = self._guard_home(real, check_patterns(exclude, "exclude"))
+        include = check_patterns(include, "include")
         name = (name or Path(real).name or "root").strip()
         self._check_fields(trigger, max_scan_files, interval_s, name)
         for rec in self.registry.list(self.caller):  # others' names and roots are not taken
@@ -168,8 +177,10 @@ class SourcesService:
     ) -> None:
         if trigger not in TRIGGERS:
             raise InvalidArgument(f"trigger must be one of {list(TRIGGERS)}, not {trigger!r}.")
-        if not name or len(name) > 128 or "/" in name:
-            raise InvalidArgument("name must be 1-128 characters without '/'.", name=name)
+        if not name or len(name) > MAX_LABEL_CHARS or "/" in name:
+            raise InvalidArgument(
+                f"name must be 1-{MAX_LABEL_CHARS} characters without '/'.", name=name
+            )
         if max_scan_files is not None and max_scan_files < 1:
             raise InvalidArgument("max_scan_files must be at least 1 (or null for the default).")
         if interval_s is not None and interval_s < _MIN_INTERVAL_S:
@@ -241,7 +252,7 @@ class SourcesService:
                 raise Conflict(f"a source named {changes['name']!r} exists.", name=changes["name"])
         for key_ in ("exclude", "include"):
             if key_ in changes:
-                changes[key_] = list(changes[key_] or [])
+                changes[key_] = check_patterns(changes[key_], key_)
         if "exclude" in changes:
             changes["exclude"] = self._guard_home(rec.root, changes["exclude"])
         # patch, not save: a running job may be writing the snapshot meanwhile
@@ -503,10 +514,12 @@ class SourcesService:
             raise InvalidArgument("limit must be between 1 and 200.", limit=limit)
         if search_mode != "filter" and not (query or "").strip():
             raise InvalidArgument(f"{search_mode} search needs a query.")
+        if len(query or "") > MAX_QUERY_CHARS:
+            raise too_large("query", len(query), MAX_QUERY_CHARS, "Search for fewer words.")
         scope = self._scope(project, source, folder)
-        scope.path_glob = path_glob or None
-        scope.categories = tuple(category or ())
-        scope.tags = tuple(tags or ())
+        scope.path_glob = check_glob(path_glob) if path_glob else None
+        scope.categories = tuple(check_tags(category, "category"))
+        scope.tags = tuple(check_tags(tags))
         scope.created_after, scope.created_before = _ts(created_after), _ts(created_before)
         scope.modified_after, scope.modified_before = _ts(modified_after), _ts(modified_before)
         base = {"mode": search_mode, "sources": [s.name for s in scope.sources]}
