@@ -250,6 +250,15 @@ class StorageSettings(_Section):
     )
 
 
+class PathsSettings(_Section):
+    allowed_roots: list[str] = Field(
+        [],
+        description="Folders whose files callers may add as sources or upload (JSON list in "
+        'the environment, e.g. ["/srv/code"]); empty = the user\'s home over stdio and the '
+        "CLI, nothing over HTTP. /, /proc, /sys, /dev and the data dir are always refused",
+    )
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level")
 
@@ -362,6 +371,7 @@ class Settings(BaseSettings):
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
     sync: SyncSettings = Field(default_factory=SyncSettings)
+    paths: PathsSettings = Field(default_factory=PathsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
 

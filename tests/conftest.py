@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             monkeypatch.delenv(name, raising=False)
     for legacy in ("QDRANT_HOST", "QDRANT_PORT", "HUGGINGFACE_API_KEY", "EMBEDDING_MODEL"):
         monkeypatch.delenv(legacy, raising=False)
+    # Tests keep their files in tmp_path, outside the user's home (the default allowed root).
+    monkeypatch.setenv("BRAIN__PATHS__ALLOWED_ROOTS", json.dumps([str(tmp_path)]))
     monkeypatch.chdir(tmp_path)
     return home
 
