@@ -19,6 +19,7 @@ from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable
 from brain.graph import LinkGraph
 from brain.memory import MemoryConfig, MemoryService
+from brain.paths import PathPolicy
 from brain.private import secure_home
 from brain.store_meta import StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
@@ -44,6 +45,8 @@ class Brain:
         self.settings = settings
         self.clock = clock or Clock()
         self.home = Path(settings.home)
+        # Every path a caller names goes through this one policy (brain/paths.py).
+        self.paths = PathPolicy(settings.paths, self.home)
         self._store = store
         self._embedder = embedder
         self.bm25 = BM25Encoder()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -26,7 +27,9 @@ def _ingest(args: argparse.Namespace) -> int:
     with _open() as brain:
         for path in args.paths:
             try:
-                results.append(brain.files.ingest(path, args.project))
+                # a relative path is the shell's: resolve it against this cwd
+                full = os.path.abspath(os.path.expanduser(path))
+                results.append(brain.files.ingest(full, args.project))
             except BrainError as exc:
                 results.append({"path": path, "error": exc.to_dict()})
         if not args.no_wait:

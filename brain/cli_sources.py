@@ -8,6 +8,7 @@ for its job (showing a progress bar); leaving would cancel it.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
@@ -27,7 +28,7 @@ def _print(data: Any) -> None:
 def _add(args: argparse.Namespace) -> int:
     with _open() as b:
         res = b.sources.add(
-            args.path,
+            os.path.abspath(os.path.expanduser(args.path)),  # the shell's cwd is the base
             args.name,
             args.project,
             args.trigger,

@@ -43,6 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from brain import owner as own
+from brain import paths
 from brain.app import Brain
 from brain.errors import BrainError, StoreLocked
 from brain.hooks.drain import drain as drain_hook_spool
@@ -127,7 +128,7 @@ class TokenIdentity(Middleware):
         claims = token.claims if token is not None else {}
         if not claims.get("user_id") or not claims.get("agent_id"):
             raise ToolError("[UNAUTHORIZED] this call carries no caller identity")
-        with acting_as(Identity(claims["user_id"], claims["agent_id"])):
+        with acting_as(Identity(claims["user_id"], claims["agent_id"])), paths.via(paths.HTTP):
             return await call_next(context)
 
 
@@ -170,9 +171,14 @@ class SiblingCalls(Middleware):
         caller = Identity(str(ident["user_id"]), str(ident["agent_id"]))
         if str(meta.get("pid", "")).isdigit():
             self.router.seen(int(meta["pid"]), caller, call=True)
-        return await self.router.run_tracked(
-            context, call_next, caller, str(meta.get("request_id") or ""), bool(meta.get("retry"))
-        )
+        with paths.via(str(meta.get("transport") or paths.HTTP)):  # unmarked: the strict one
+            return await self.router.run_tracked(
+                context,
+                call_next,
+                caller,
+                str(meta.get("request_id") or ""),
+                bool(meta.get("retry")),
+            )
 
 
 class _QuietUvicorn(uvicorn.Server):
@@ -404,7 +410,8 @@ class Router:
         if res is None:
             token = own.current_request.set(request_id or None)
             try:
-                with acting_as(caller):
+                # The proxy's transport decides the path policy; unmarked is the strict one.
+                with acting_as(caller), paths.via(str(frame.get("transport") or paths.HTTP)):
                     res = await self._sibling.call_tool(name, args, run_middleware=False)
             finally:
                 own.current_request.reset(token)
@@ -634,6 +641,7 @@ class Router:
                 "name": name,
                 "args": args,
                 "caller": {"user_id": ident.user_id, "agent_id": ident.agent_id},
+                "transport": paths.transport.get(),
                 "request_id": request_id,
                 "retry": maybe_reached,
             }

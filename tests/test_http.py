@@ -46,6 +46,9 @@ def _env(home: Path) -> dict[str, str]:
         BRAIN__WORKERS__ENRICHMENT__ENABLED="false",
         HF_HUB_OFFLINE="1",
         PYTHONPATH=str(ROOT),
+        # HTTP callers reach no folder unless configured: allow pytest's base temp dir,
+        # which holds this server's home and every test's tmp_path.
+        BRAIN__PATHS__ALLOWED_ROOTS=json.dumps([str(home.parent.parent)]),
     )
     return env
 

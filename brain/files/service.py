@@ -132,7 +132,7 @@ class FilesService:
         file_path = self._check_path(path)
         size = file_path.stat().st_size
         self._check_size(size, file_path)
-        with file_path.open("rb") as fh:
+        with self.brain.paths.open_upload(file_path) as fh:  # O_NOFOLLOW, checked again
             data = fh.read(self.cfg.max_bytes + 1)
         self._check_size(len(data), file_path)  # the file may have grown since stat
         sha = hashlib.sha256(data).hexdigest()
@@ -172,7 +172,8 @@ class FilesService:
     def _check_path(self, path: str | Path) -> Path:
         if not str(path).strip():
             raise InvalidArgument("path is empty: pass the path of a document to upload")
-        file_path = Path(path).expanduser()
+        given = Path(path).expanduser()
+        file_path = self.brain.paths.upload(path)  # the real path; Forbidden outside the roots
         if not file_path.exists():
             raise InvalidArgument(
                 f"no such file: {file_path}; pass the path of an existing document",
@@ -183,7 +184,7 @@ class FilesService:
                 f"{file_path} is not a regular file; pass a document, not a folder or device",
                 path=str(file_path),
             )
-        for candidate in {file_path.absolute(), file_path.resolve()}:
+        for candidate in {given, file_path}:
             rel = candidate.as_posix().lstrip("/")
             if is_floored(rel) or _SECRET_FILES.match_file(rel):
                 raise InvalidArgument(

@@ -30,7 +30,7 @@ import regex
 from brain.errors import InvalidArgument
 from brain.redact import multiline_secret_lines, redact
 from brain.sources.filters import SourceFilter, file_holds_credentials
-from brain.sources.walker import is_binary, walk_source
+from brain.sources.walker import contained, is_binary, walk_source
 
 ENGINES = ("rg", "git-grep", "grep", "python")
 MAX_SNIPPET = 300
@@ -202,10 +202,9 @@ class _Collector:
             return None
         if self.glob_spec is not None and not self.glob_spec.match_file(rel):
             return None
-        abs_path = q.root / rel
-        if abs_path.is_symlink() and not _inside(q.root, abs_path):
+        if not contained(q.root, rel):  # a link out, at any depth, whatever the engine did
             return None
-        return rel, abs_path
+        return rel, q.root / rel
 
     def _snippet(self, text: str) -> str:
         text = text.rstrip("\r\n")
@@ -241,11 +240,6 @@ def _key_block_lines(path: Path) -> set[int]:
     if b"PRIVATE KEY" not in data:
         return set()
     return multiline_secret_lines(data.decode("utf-8", errors="replace"))
-
-
-def _inside(root: Path, path: Path) -> bool:
-    real_root = os.path.realpath(root)
-    return os.path.realpath(path).startswith(real_root + os.sep)
 
 
 def _choose_engine(engine: str | None) -> str:

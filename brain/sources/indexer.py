@@ -33,9 +33,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import re
-import stat
 import threading
 import time
 import uuid
@@ -56,8 +54,8 @@ from brain.sources.walker import (
     MAX_APPEND_FILE_BYTES,
     MAX_INDEXED_CHARS,
     FileEntry,
+    entry_for,
     read_text_capped,
-    size_cap,
     walk_source,
 )
 from brain.vector_store import Filter, Match, MatchAny, Point, VectorStore, scroll_all
@@ -287,31 +285,6 @@ class Indexer:
         return out
 
 
-def _entry_for(root: Path, rel: str, flt: SourceFilter) -> FileEntry | None | str:
-    """The walk entry of one path, None when it is not an indexable file, "dir" for a folder."""
-    path = root / rel
-    try:
-        lst = os.lstat(path)
-    except OSError:
-        return None
-    if stat.S_ISDIR(lst.st_mode):
-        return "dir" if not flt.is_excluded_dir(rel) else None
-    if not flt.admits(rel):
-        return None
-    if stat.S_ISLNK(lst.st_mode):
-        root_real = os.path.realpath(root)
-        target = os.path.realpath(path)
-        if not target.startswith(root_real + os.sep) or os.path.isdir(target):
-            return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode) or st.st_size > size_cap(rel):
-        return None
-    return FileEntry(rel, path, st.st_size, st.st_mtime_ns)
-
-
 class _Run:
     """One run over one source; holds the batch of files waiting for their vectors."""
 
@@ -381,7 +354,7 @@ class _Run:
                 continue
             if rel == ".gitignore" or rel.endswith("/.gitignore"):
                 return self._escalate()
-            got = _entry_for(self.root, rel, self.flt)
+            got = entry_for(self.root, rel, self.flt)
             if got == "dir":
                 return self._escalate()
             if isinstance(got, FileEntry):
@@ -738,7 +711,7 @@ class _Run:
         doomed = []
         for rel in sorted(rels):
             # A capped walk does not see every file: only drop what is really gone.
-            if self.stats.capped and isinstance(_entry_for(self.root, rel, self.flt), FileEntry):
+            if self.stats.capped and isinstance(entry_for(self.root, rel, self.flt), FileEntry):
                 continue
             doomed.append(rel)
         self.progress["phase"] = "delete"

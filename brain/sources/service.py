@@ -19,7 +19,7 @@ from typing import Any
 
 from brain import tenancy
 from brain.clock import iso
-from brain.errors import Conflict, InvalidArgument, PathOutsideSource, SourceNotFound
+from brain.errors import Conflict, Forbidden, InvalidArgument, PathOutsideSource, SourceNotFound
 from brain.identity import Identity
 from brain.limits import (
     MAX_LABEL_CHARS,
@@ -29,6 +29,7 @@ from brain.limits import (
     check_tags,
     too_large,
 )
+from brain.paths import LOCAL, SETTING_HINT
 from brain.sources import search as fs
 from brain.sources.filters import SourceFilter, is_floored
 from brain.sources.indexer import SOURCE_KINDS, Indexer
@@ -115,21 +116,17 @@ class SourcesService:
         visibility: str = tenancy.SHARED,
     ) -> dict[str, Any]:
         who, visibility = self.caller, tenancy.check_visibility(visibility)
-        root = Path(path).expanduser()
-        if not root.is_dir():
+        real = self.brain.paths.source_root(path)  # Forbidden outside the caller's roots
+        if not Path(real).is_dir():
             raise InvalidArgument(
                 f"{path} is not a folder; pass the path of an existing folder.", path=str(path)
             )
-        real = os.path.realpath(root)
         if is_floored(real.lstrip("/")):
             raise InvalidArgument(
                 f"{real} is a credential store or browser profile, which is never indexed; "
                 "add the project folder instead.",
                 path=real,
             )
-        home = os.path.realpath(self.brain.home)
-        if real == home or real.startswith(home + os.sep):
-            raise InvalidArgument(f"{real} is the brain's own data dir; add a project folder.")
         exclude = self._guard_home(real, check_patterns(exclude, "exclude"))
         include = check_patterns(include, "include")
         name = (name or Path(real).name or "root").strip()
@@ -195,6 +192,12 @@ class SourcesService:
                 f"no source {key!r}; known sources: {names or 'none'} (add one with add_source).",
                 source=key,
             )
+        if not self.brain.paths.reaches(rec.root):
+            raise Forbidden(
+                f"the source {rec.name!r} lies outside the folders this caller may reach; "
+                f"{SETTING_HINT}.",
+                source=key,
+            )
         return rec
 
     def describe(self, rec: SourceRecord) -> dict[str, Any]:
@@ -223,7 +226,7 @@ class SourcesService:
         return [
             self.describe(r)
             for r in self.registry.list(self.caller)
-            if project in (None, r.project)
+            if project in (None, r.project) and self.brain.paths.reaches(r.root)
         ]
 
     def update(self, key: str, **changes: Any) -> dict[str, Any]:
@@ -380,6 +383,11 @@ class SourcesService:
         rec = self.registry.find(job.source_id)
         if rec is None:
             return {"skipped": "source removed"}
+        try:  # background work belongs to no caller: the local policy applies
+            self.brain.paths.check_source(rec.root, LOCAL)
+        except Forbidden as exc:
+            log.warning("source %s not synced: %s", rec.name, exc.message)
+            return {"skipped": exc.message}
         started = iso(self.brain.clock.now())
         paths = job.paths if job.kind == "targeted" else None
         mode = {"rescan": "rescan", "reembed": "reembed"}.get(job.kind, "sync")
@@ -557,6 +565,9 @@ class SourcesService:
 
     def _scope_of(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:
         recs = [self.get(source)] if source else self.registry.list(self.caller)
+        if source:  # grep reads the live files: the root must still be what was added
+            self.brain.paths.check_source(recs[0].root)
+        recs = [r for r in recs if self.brain.paths.source_ok(r.root)]
         if project:
             recs = [r for r in recs if r.project == project]
         if not folder:

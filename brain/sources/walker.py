@@ -6,6 +6,7 @@ The walk never reads file contents; binary detection happens lazily in
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import threading
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brain.errors import PathOutsideSource
+from brain.paths import SpecialFs, inside, special_filesystems
 from brain.sources.filters import SourceFilter
 
 MAX_SCAN_FILES = 200_000
@@ -22,6 +24,8 @@ MAX_APPEND_FILE_BYTES = 20 * 1024 * 1024
 MAX_INDEXED_CHARS = 200_000
 APPEND_SUFFIXES = (".jsonl", ".ndjson")
 _SNIFF_BYTES = 8192
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,48 @@ def resolve_in_source(root: Path, path: str | Path) -> Path:
     return real
 
 
+def contained(root: Path | str, rel: str) -> bool:
+    """True when ``root/rel`` may be read as a file of the source, judged as the walk judges:
+    no folder on the way is a link (the walk follows none), and the file's real path lies
+    inside the root (a file link may point only inside). ``..`` and ``.`` are refused, so
+    a relative path from a watcher event, a targeted sync or a grep engine cannot climb out.
+    """
+    parts = rel.strip("/").split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return False
+    root_real = os.path.realpath(root)
+    if len(parts) > 1:
+        folder = "/".join(parts[:-1])
+        if os.path.realpath(os.path.join(root, folder)) != os.path.join(root_real, folder):
+            return False
+    return inside(root_real, os.path.realpath(os.path.join(root, rel.strip("/"))))
+
+
+def entry_for(root: Path, rel: str, flt: SourceFilter) -> FileEntry | None | str:
+    """The walk entry of one path (a watcher event, a targeted sync): None when it is not an
+    indexable file, "dir" for a folder. Refuses what the walk would never reach."""
+    if not contained(root, rel):
+        return None
+    path = root / rel
+    try:
+        lst = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(lst.st_mode):
+        return "dir" if not flt.is_excluded_dir(rel) else None
+    if not flt.admits(rel):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > size_cap(rel):
+        return None
+    if special_filesystems().holds_device(st.st_dev):
+        return None
+    return FileEntry(rel, path, st.st_size, st.st_mtime_ns)
+
+
 def walk_source(
     root: Path,
     flt: SourceFilter,
@@ -110,10 +156,12 @@ def walk_source(
 
     Symlinked files are kept when they resolve inside the root; symlinked directories
     are never followed (their target, if inside the root, is walked anyway), so no cycle
-    and no escape is possible.
+    and no escape is possible. Folders and files on a special filesystem (procfs mounted
+    inside the source, say) are skipped.
     """
     root = Path(root)
     root_real = os.path.realpath(root)
+    special = special_filesystems()
     result = WalkResult()
     stack: list[tuple[str, str]] = [(str(root), "")]
     while stack:
@@ -130,13 +178,21 @@ def walk_source(
         subdirs: list[tuple[str, str]] = []
         for entry in entries:
             rel = f"{dir_rel}/{entry.name}" if dir_rel else entry.name
-            if not _visit(entry, rel, root_real, flt, result, subdirs, check_binary):
+            if not _visit(entry, rel, root_real, flt, result, subdirs, check_binary, special):
                 continue
             if len(result.files) > max_files:
                 result.files.pop()
                 result.capped = True
                 return result
         stack.extend(reversed(subdirs))
+    if result.skipped["symlink_outside"] or result.skipped["special_fs"]:
+        log.info(
+            "walk of %s skipped %d link(s) pointing outside it and %d special-filesystem "
+            "entries; they are never indexed",
+            root,
+            result.skipped["symlink_outside"],
+            result.skipped["special_fs"],
+        )
     return result
 
 
@@ -148,6 +204,7 @@ def _visit(
     result: WalkResult,
     subdirs: list[tuple[str, str]],
     check_binary: bool,
+    special: SpecialFs,
 ) -> bool:
     """Handle one directory entry; True when a file was appended to the result."""
     try:
@@ -159,12 +216,14 @@ def _visit(
     if is_dir:
         if flt.is_excluded_dir(rel):
             result.skipped["excluded_dir"] += 1
+        elif _special_dir(entry, special):
+            result.skipped["special_fs"] += 1
         else:
             subdirs.append((entry.path, rel))
         return False
     if is_link:
         target = os.path.realpath(entry.path)
-        if target != root_real and not target.startswith(root_real + os.sep):
+        if not inside(root_real, target):
             result.skipped["symlink_outside"] += 1
             return False
         if os.path.isdir(target):
@@ -181,6 +240,9 @@ def _visit(
     if not stat.S_ISREG(st.st_mode):
         result.skipped["special"] += 1
         return False
+    if special.holds_device(st.st_dev):
+        result.skipped["special_fs"] += 1
+        return False
     if st.st_size > size_cap(rel):
         result.skipped["too_large"] += 1
         return False
@@ -189,3 +251,11 @@ def _visit(
         return False
     result.files.append(FileEntry(rel, Path(entry.path), st.st_size, st.st_mtime_ns))
     return True
+
+
+def _special_dir(entry: os.DirEntry[str], special: SpecialFs) -> bool:
+    """A folder on a special filesystem (a mount point of procfs inside the source)."""
+    try:
+        return special.holds_device(entry.stat(follow_symlinks=False).st_dev)
+    except OSError:
+        return True  # unreadable: nothing to walk there anyway

@@ -5,6 +5,7 @@ by the watch filter. After the debounce, the touched paths of each source go to
 ``on_changes(source_id, rels, full=False)``; a watcher error (lost events, an overflowing
 OS queue, a vanished root) calls ``on_changes(source_id, set(), full=True)`` for every
 watched source, so the index falls back to a full reconcile rather than trusting the stream.
+Events reached through a symlinked folder (the OS watcher follows links) are dropped.
 """
 
 from __future__ import annotations
@@ -91,7 +92,11 @@ class SourceWatcher:
 
         def keep(_change: watchfiles.Change, path: str) -> bool:
             found = owner(path)
-            return found is not None and not self._pruned(found[0], found[1])
+            return (
+                found is not None
+                and not self._pruned(found[0], found[1])
+                and _through_folders(found[0].root, found[1])
+            )
 
         stop = _Either(self._stop, self._restart)
         for changes in watchfiles.watch(
@@ -126,6 +131,19 @@ class SourceWatcher:
             if hit:
                 return True
         return False
+
+
+def _through_folders(root: str, rel: str) -> bool:
+    """True when the event's path reaches its file through real folders only.
+
+    The OS watcher follows a symlinked folder into its target (notify walks links), so it
+    reports files of another tree under the link's name; those are dropped here. The file
+    itself is judged later (``walker.entry_for``), so that a file replaced by a link out
+    still reaches the sync and its old points are deleted."""
+    folder = rel.rpartition("/")[0]
+    if not folder:
+        return True
+    return os.path.realpath(os.path.join(root, folder)) == os.path.join(root, folder)
 
 
 class _Either:

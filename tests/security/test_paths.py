@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,7 +95,9 @@ def test_ingest_through_a_symlinked_folder_at_depth_is_forbidden(
     assert brain.files.list() == []
 
 
-@pytest.mark.parametrize("target", ["/proc/self/environ", "/proc/self/status", "/sys/kernel/osrelease"])
+@pytest.mark.parametrize(
+    "target", ["/proc/self/environ", "/proc/self/status", "/sys/kernel/osrelease"]
+)
 def test_ingest_of_a_special_filesystem_is_forbidden_even_under_an_allowed_root(
     brain: Brain, target: str
 ) -> None:
@@ -173,13 +176,13 @@ def test_stdio_default_root_is_the_users_home(
     _w(tmp_path, "elsewhere/b.md", "# b\n")
     with pytest.raises(Forbidden) as err:
         brain.sources.add(str(tmp_path / "elsewhere"), name="e", sync=False)
-    assert str(user_home) in err.value.message and "BRAIN__PATHS__ALLOWED_ROOTS" in err.value.message
+    assert (
+        str(user_home) in err.value.message and "BRAIN__PATHS__ALLOWED_ROOTS" in err.value.message
+    )
     assert brain.sources.add(str(user_home / "proj"), name="p", sync=False)["source"]["name"] == "p"
 
 
-def test_http_callers_without_configured_roots_reach_nothing(
-    brain: Brain, tmp_path: Path
-) -> None:
+def test_http_callers_without_configured_roots_reach_nothing(brain: Brain, tmp_path: Path) -> None:
     _w(tmp_path, "proj/a.md", "# a\n\nplain text\n")
     _w(tmp_path, "doc.md", "# doc\n")
     brain.sources.add(str(tmp_path / "proj"), name="local", sync=False)  # a local caller's
@@ -336,3 +339,69 @@ def test_a_procfs_mounted_elsewhere_is_refused_and_never_walked(
     got = _indexed(brain, "proj")
     assert "a.md" in got and not {p for p in got if p.startswith("pm/")}, got
     assert brain.files.list() == []
+
+
+# ------------------------------------------------------------------ real processes
+async def test_http_proxy_to_a_stdio_owner_gets_the_http_policy(tmp_path: Path) -> None:
+    """A stdio server owns the brain; an HTTP server on the same data dir forwards to it.
+    The HTTP caller is refused (no roots configured), the stdio caller is not (its home)."""
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+    from fastmcp.exceptions import ToolError
+
+    from brain import owner as own
+    from tests import test_http as th
+
+    user, home = tmp_path / "user", tmp_path / "brainhome"
+    _w(user, "proj/a.md", "# a\n\nthe platypus lays eggs\n")
+    env = {k: v for k, v in th._env(home).items() if k != "BRAIN__PATHS__ALLOWED_ROOTS"}
+    env["HOME"] = str(user)  # the local default root
+    stdio = Client(
+        StdioTransport(
+            command=sys.executable,
+            args=["-m", "brain.cli", "serve"],
+            env=env,
+            cwd=str(th.ROOT),
+            keep_alive=False,
+        ),
+        timeout=60,
+    )
+    async with stdio:
+        await stdio.call_tool("brain_stats", {})  # the owner is up
+        port = th._free_port()
+        with open(tmp_path / "http.err", "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "brain.cli", "serve", "--http", "--port", str(port)],
+                env=env,
+                cwd=str(th.ROOT),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        server = th.Server(proc, home, port, tmp_path / "http.err")
+        try:
+            deadline = time.monotonic() + th.START_TIMEOUT_S
+            while "Uvicorn running" not in server.output():
+                assert proc.poll() is None and time.monotonic() < deadline, server.output()
+                time.sleep(0.1)
+            info = own.read_info(home)
+            assert info is not None and info.kind == "stdio"  # the HTTP server is a proxy
+            async with Client(
+                StreamableHttpTransport(server.url, auth=th._token(server)), timeout=60
+            ) as http:
+                for name, args in (
+                    ("add_source", {"path": str(user / "proj"), "name": "h"}),
+                    ("ingest_file", {"path": str(user / "proj" / "a.md")}),
+                ):
+                    with pytest.raises(ToolError, match="FORBIDDEN"):
+                        await http.call_tool(name, args)
+                added = await stdio.call_tool(
+                    "add_source", {"path": str(user / "proj"), "name": "s", "trigger": "manual"}
+                )
+                assert added.structured_content["source"]["name"] == "s"
+                listed = await http.call_tool("list_sources", {})
+                assert listed.structured_content["count"] == 0
+                files = await http.call_tool("list_files", {})
+                assert files.structured_content["count"] == 0
+        finally:
+            th._stop(server)
