@@ -93,12 +93,13 @@ _cache: tuple[float, SpecialFs] | None = None
 _cache_lock = threading.Lock()
 
 
-def special_filesystems() -> SpecialFs:
-    """The special mounts of this machine (cached for a moment); only the fixed prefixes
-    where /proc/mounts cannot be read."""
+def special_filesystems(fresh: bool = False) -> SpecialFs:
+    """The special mounts of this machine; only the fixed prefixes where /proc/mounts cannot
+    be read. Cached for a moment for per-file checks; ``fresh`` for a caller's path and for
+    each walk, so a mount made a moment ago is seen."""
     global _cache
     with _cache_lock:
-        if _cache is not None and time.monotonic() - _cache[0] < _MOUNTS_TTL_S:
+        if not fresh and _cache is not None and time.monotonic() - _cache[0] < _MOUNTS_TTL_S:
             return _cache[1]
         found = _read_special_mounts()
         _cache = (time.monotonic(), found)
@@ -214,7 +215,7 @@ class PathPolicy:
                     path=str(real),
                 )
             opened = _fd_path(fd)
-            if special_filesystems().holds_device(st.st_dev) or (
+            if special_filesystems(fresh=True).holds_device(st.st_dev) or (
                 opened is not None and opened != str(real)
             ):
                 raise Forbidden(f"{real} changed while it was being opened; try again.")
@@ -226,7 +227,7 @@ class PathPolicy:
 
     # -------------------------------------------------------------- the rules
     def _check(self, real: str, given: str, kind: str | None = None) -> None:
-        special = special_filesystems()
+        special = special_filesystems(fresh=True)
         if special.holds_path(real) or _on_special_device(real, special):
             raise Forbidden(
                 f"{given} is on a special filesystem (/proc, /sys, /dev or a mount of one); "

@@ -189,7 +189,7 @@ BAD_PATHS = [
     (".ssh/id_ed25519", "file", "credential"),
     ("project/.env", "file", "credential"),
     ("keys/server.pem", "file", "credential"),
-    ("home/.aws/credentials", "file", "credential"),
+    ("user/.aws/credentials", "file", "credential"),  # tmp_path/home is the data dir
 ]
 
 

@@ -30,7 +30,7 @@ import regex
 from brain.errors import InvalidArgument
 from brain.redact import multiline_secret_lines, redact
 from brain.sources.filters import SourceFilter, file_holds_credentials
-from brain.sources.walker import contained, is_binary, walk_source
+from brain.sources.walker import is_binary, target_rel, walk_source
 
 ENGINES = ("rg", "git-grep", "grep", "python")
 MAX_SNIPPET = 300
@@ -198,11 +198,12 @@ class _Collector:
         rel = raw.replace(os.sep, "/").removeprefix("./")
         if rel.startswith("../") or not q.flt.admits(rel):
             return None
+        target = target_rel(q.root, rel)  # a link out, at any depth, whatever the engine did
+        if target is None or (target != rel and not q.flt.admits(target)):
+            return None  # judged before anything reads the file
         if file_holds_credentials(q.root / rel, rel):
             return None
         if self.glob_spec is not None and not self.glob_spec.match_file(rel):
-            return None
-        if not contained(q.root, rel):  # a link out, at any depth, whatever the engine did
             return None
         return rel, q.root / rel
 

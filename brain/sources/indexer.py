@@ -456,7 +456,7 @@ class _Run:
     def _read(self, entry: FileEntry) -> str | None:
         limit = MAX_APPEND_FILE_BYTES if entry.rel.endswith(APPEND_SUFFIXES) else HEAD_CHARS
         try:
-            text, _ = read_text_capped(entry.path, limit)
+            text, _ = read_text_capped(entry.path, limit, root=self.root)
         except OSError:
             return None
         return text

@@ -460,7 +460,7 @@ class SourcesService:
         texts: builtins.list[str] = []
         for rel in random.Random(0).sample(rels, min(n, len(rels))):
             try:
-                text, _ = read_text_capped(Path(rec.root) / rel, 20_000)
+                text, _ = read_text_capped(Path(rec.root) / rel, 20_000, root=rec.root)
             except OSError:
                 continue
             if text and text.strip():

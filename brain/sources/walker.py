@@ -6,6 +6,7 @@ The walk never reads file contents; binary detection happens lazily in
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -13,6 +14,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from brain.errors import PathOutsideSource
 from brain.paths import SpecialFs, inside, special_filesystems
@@ -66,12 +68,15 @@ def is_binary(path: Path) -> bool:
         return True
 
 
-def read_text_capped(path: Path, max_chars: int = MAX_INDEXED_CHARS) -> tuple[str | None, bool]:
+def read_text_capped(
+    path: Path, max_chars: int = MAX_INDEXED_CHARS, *, root: Path | str | None = None
+) -> tuple[str | None, bool]:
     """Read at most ``max_chars`` characters; ``(None, False)`` for a binary file.
 
     Returns ``(text, truncated)``; undecodable bytes become U+FFFD rather than failing.
+    With ``root`` (a source's files) the file is opened with :func:`open_beneath`.
     """
-    with open(path, "rb") as fh:
+    with _open_for_read(path, root) as fh:
         head = fh.read(_SNIFF_BYTES)
         if b"\0" in head:
             return None, False
@@ -83,6 +88,12 @@ def read_text_capped(path: Path, max_chars: int = MAX_INDEXED_CHARS) -> tuple[st
     if len(text) > max_chars:
         return text[:max_chars], True
     return text, more
+
+
+def _open_for_read(path: Path, root: Path | str | None) -> BinaryIO:
+    if root is None:
+        return open(path, "rb")  # noqa: SIM115 - the caller's with block closes it
+    return open_beneath(root, Path(os.path.relpath(path, root)).as_posix())
 
 
 def resolve_in_source(root: Path, path: str | Path) -> Path:
@@ -102,27 +113,69 @@ def resolve_in_source(root: Path, path: str | Path) -> Path:
     return real
 
 
-def contained(root: Path | str, rel: str) -> bool:
-    """True when ``root/rel`` may be read as a file of the source, judged as the walk judges:
-    no folder on the way is a link (the walk follows none), and the file's real path lies
-    inside the root (a file link may point only inside). ``..`` and ``.`` are refused, so
-    a relative path from a watcher event, a targeted sync or a grep engine cannot climb out.
-    """
+def target_rel(root: Path | str, rel: str) -> str | None:
+    """Where ``root/rel`` really is, relative to the root; None when it may not be read as a
+    file of the source. Judged as the walk judges: no folder on the way may be a link (the
+    walk follows none), and a file link may point only inside the root. ``..`` and ``.``
+    are refused, so a path from a watcher event, a targeted sync or a grep engine cannot
+    climb out."""
     parts = rel.strip("/").split("/")
     if any(p in ("", ".", "..") for p in parts):
-        return False
+        return None
     root_real = os.path.realpath(root)
     if len(parts) > 1:
         folder = "/".join(parts[:-1])
         if os.path.realpath(os.path.join(root, folder)) != os.path.join(root_real, folder):
-            return False
-    return inside(root_real, os.path.realpath(os.path.join(root, rel.strip("/"))))
+            return None
+    real = os.path.realpath(os.path.join(root, *parts))
+    if real == root_real or not inside(root_real, real):
+        return None
+    return Path(os.path.relpath(real, root_real)).as_posix()
+
+
+def contained(root: Path | str, rel: str) -> bool:
+    return target_rel(root, rel) is not None
+
+
+def open_beneath(root: Path | str, rel: str) -> BinaryIO:
+    """Open a file of a source for reading without following a link on the way.
+
+    Each folder is opened relative to the one before with O_NOFOLLOW, so a folder swapped
+    for a link after the walk (a race) fails to open instead of leading out; a file link
+    inside the root is opened at its target. Raises OSError when the file may not be read.
+    """
+    target = target_rel(root, rel)
+    if target is None:
+        raise OSError(errno.EPERM, f"{rel} leads outside its source")
+    if os.open not in os.supports_dir_fd:  # no openat (Windows): the checks above must do
+        return open(os.path.join(os.path.realpath(root), target), "rb")
+    base = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    parts = target.split("/")
+    fd = os.open(os.path.realpath(root), base | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, base | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        leaf = os.open(parts[-1], base | os.O_NONBLOCK, dir_fd=fd)  # a FIFO must not hang
+    finally:
+        os.close(fd)
+    try:
+        st = os.fstat(leaf)
+        if not stat.S_ISREG(st.st_mode) or special_filesystems().holds_device(st.st_dev):
+            raise OSError(errno.EPERM, f"{rel} is not a regular file of its source")
+        os.set_blocking(leaf, True)
+        return os.fdopen(leaf, "rb")
+    except BaseException:
+        os.close(leaf)
+        raise
 
 
 def entry_for(root: Path, rel: str, flt: SourceFilter) -> FileEntry | None | str:
     """The walk entry of one path (a watcher event, a targeted sync): None when it is not an
     indexable file, "dir" for a folder. Refuses what the walk would never reach."""
-    if not contained(root, rel):
+    target = target_rel(root, rel)
+    if target is None:
         return None
     path = root / rel
     try:
@@ -131,7 +184,8 @@ def entry_for(root: Path, rel: str, flt: SourceFilter) -> FileEntry | None | str
         return None
     if stat.S_ISDIR(lst.st_mode):
         return "dir" if not flt.is_excluded_dir(rel) else None
-    if not flt.admits(rel):
+    # A link is judged by its target's path too: a "notes.txt" linked to ".env" stays out.
+    if not flt.admits(rel) or (target != rel and not flt.admits(target)):
         return None
     try:
         st = os.stat(path)
@@ -161,7 +215,7 @@ def walk_source(
     """
     root = Path(root)
     root_real = os.path.realpath(root)
-    special = special_filesystems()
+    special = special_filesystems(fresh=True)
     result = WalkResult()
     stack: list[tuple[str, str]] = [(str(root), "")]
     while stack:
@@ -228,6 +282,10 @@ def _visit(
             return False
         if os.path.isdir(target):
             result.skipped["symlink_dir"] += 1
+            return False
+        # Judged by its target's path too: a "notes.txt" linked to ".env" stays out.
+        if not flt.admits(Path(os.path.relpath(target, root_real)).as_posix()):
+            result.skipped["excluded"] += 1
             return False
     if not flt.admits(rel):
         result.skipped["excluded"] += 1

@@ -309,6 +309,61 @@ def test_links_that_stay_inside_the_source_are_fine(brain: Brain, tmp_path: Path
     assert brain.sources.search("wombat", "semantic", source="proj")["count"] >= 1
 
 
+def test_a_link_is_judged_by_its_target_too(brain: Brain, tmp_path: Path) -> None:
+    """A link inside the source to its own .env, or to the data dir inside it, is not a way
+    around the excludes."""
+    root = tmp_path  # holds the data dir (tmp_path/home), which the source excludes
+    _w(root, "proj/.env", "API_TOKEN=zebracornish-env-value\n")
+    _w(brain.home, "notes.txt", SECRET + "\n")
+    _w(root, "proj/readme.md", "# the real readme\n")
+    os.symlink(root / "proj" / ".env", root / "proj" / "notes.txt")
+    os.symlink(brain.home / "notes.txt", root / "proj" / "brain-notes.txt")
+    brain.sources.add(str(root), name="all", sync=False)
+    _sync(brain, "all")
+    sid = brain.sources.get("all").id
+    brain.sources._on_changes(sid, {"proj/notes.txt", "proj/brain-notes.txt"}, False)
+    assert brain.sources.wait_idle(30)
+    got = _indexed(brain, "all")
+    assert "proj/readme.md" in got
+    assert not {p for p in got if "notes" in p or p.startswith("home/")}, got
+    _assert_never_found(brain, "all")
+
+
+def test_a_source_whose_path_became_a_link_is_no_longer_read(
+    brain: Brain, tmp_path: Path, outside: Path
+) -> None:
+    parent = tmp_path / "work"
+    _w(parent, "proj/a.md", "# a\n\nthe real project\n")
+    brain.sources.add(str(parent / "proj"), name="proj", sync=False)
+    _sync(brain, "proj")
+    # Swap a folder of the recorded path for a link to another tree with the same shape.
+    os.rename(parent, tmp_path / "work-moved")
+    _w(outside, "proj/stolen.md", SECRET + "\n")
+    os.symlink(outside, parent)
+    job = brain.sources.sync("proj", wait=True, timeout=60)
+    assert "skipped" in job["result"], job
+    with pytest.raises(Forbidden):
+        brain.sources.search("zebracornish", "grep", source="proj")
+    assert brain.sources.search("zebracornish", "grep")["count"] == 0
+    assert "zebracornish" not in _stored_text(brain)
+
+
+def test_reading_a_walked_file_never_follows_a_folder_swapped_for_a_link(
+    tmp_path: Path, outside: Path
+) -> None:
+    """The race between the walk and the read: a folder replaced by a link meanwhile."""
+    from brain.sources.walker import read_text_capped, walk_source
+
+    root = tmp_path / "proj"
+    _w(root, "sub/secret.txt", "the project's own text\n")
+    entry = next(e for e in walk_source(root, SourceFilter(root, [], [], True)).files)
+    assert read_text_capped(entry.path, root=root)[0] == "the project's own text\n"
+    os.rename(root / "sub", root / "sub-old")
+    os.symlink(outside, root / "sub")
+    with pytest.raises(OSError):
+        read_text_capped(entry.path, root=root)
+
+
 # ------------------------------------------------------------------ procfs mounted elsewhere
 @pytest.fixture
 def proc_mount(tmp_path: Path) -> Iterator[Path]:
