@@ -80,6 +80,7 @@ def bench_index(
     settings = load_settings(home=home)
     settings.embedding.model = model
     settings.sync.embed_batch = embed_batch
+    settings.paths.allowed_roots = [str(tree)]  # the benchmark's own tree, wherever it is
     brain = Brain(settings).open()
     try:
         brain.embedder.embed_documents(["warm up the model"] * 8)
@@ -141,6 +142,7 @@ def bench_watch(
     settings = load_settings(home=work / "watch-home")
     settings.embedding.model = model
     root = work / "watched"
+    settings.paths.allowed_roots = [str(root)]  # the benchmark's own folder
     root.mkdir(parents=True, exist_ok=True)
     (root / "seed.md").write_text("seed file\n")
     brain = Brain(settings).open()
