@@ -160,11 +160,7 @@ class PathPolicy:
     def source_root(self, path: str | Path) -> str:
         """The real path of a folder a caller asks to add as a source, or ``Forbidden``."""
         real = _resolve(path)
-        if real == os.sep:
-            raise Forbidden(
-                "the filesystem root / is never a source; add a project folder instead.",
-                path=str(path),
-            )
+        _not_the_fs_root(real, str(path))
         self._check(real, str(path))
         return real
 
@@ -185,6 +181,7 @@ class PathPolicy:
                 "its path); remove the source and add the real folder.",
                 path=root,
             )
+        _not_the_fs_root(real, root)  # a source recorded before this policy existed
         self._check(real, root, kind)
 
     def source_ok(self, root: str, kind: str | None = None) -> bool:
@@ -265,6 +262,14 @@ def _resolve(path: str | Path) -> str:
         return os.path.realpath(expanded)
     except ValueError as exc:  # an embedded NUL byte
         raise InvalidArgument(f"bad path {raw!r}: {exc}.", path=raw) from None
+
+
+def _not_the_fs_root(real: str, given: str) -> None:
+    if real == os.sep:
+        raise Forbidden(
+            "the filesystem root / is never a source; add a project folder instead.",
+            path=given,
+        )
 
 
 def _on_special_device(real: str, special: SpecialFs) -> bool:

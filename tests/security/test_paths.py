@@ -348,6 +348,30 @@ def test_a_source_whose_path_became_a_link_is_no_longer_read(
     assert "zebracornish" not in _stored_text(brain)
 
 
+@pytest.mark.parametrize(
+    ("root", "roots"), [("/etc", None), ("/proc", ["/"]), ("/", ["/"]), ("/sys/kernel", ["/"])]
+)
+def test_a_source_recorded_before_the_policy_is_never_read(
+    brain: Brain, root: str, roots: list[str] | None
+) -> None:
+    """A dangerous source already in the registry (added by an older version) is not synced
+    and not grepped, whatever the caller."""
+    from brain.sources.registry import SourceRecord, new_source_id
+
+    if roots is not None:
+        brain.settings.paths.allowed_roots = roots
+    rec = SourceRecord(id=new_source_id(), name="old", root=root, project="general")
+    brain.sources.registry.save(rec)
+    job = brain.sources.queue.submit(rec.id, rec.project, "sync", reason="test")
+    assert job.done.wait(60)
+    assert "skipped" in job.result, job.result
+    with pytest.raises(Forbidden):
+        brain.sources.search("root", "grep", source=rec.id)
+    assert brain.sources.search("root", "grep")["count"] == 0
+    flt = Filter(must=(Match("source_id", rec.id),))
+    assert brain.store.count(flt) == 0
+
+
 def test_reading_a_walked_file_never_follows_a_folder_swapped_for_a_link(
     tmp_path: Path, outside: Path
 ) -> None:
