@@ -596,7 +596,7 @@ class SourcesService:
         return [
             Watched(r.id, r.root, SourceFilter(Path(r.root), r.exclude, r.include, r.use_gitignore))
             for r in self.registry.list()
-            if r.trigger == "auto"
+            if r.trigger == "auto" and self.brain.paths.source_ok(r.root, LOCAL)
         ]
 
     def _on_changes(self, source_id: str, rels: set[str], full: bool) -> None:

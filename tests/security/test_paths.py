@@ -360,8 +360,9 @@ def test_a_source_recorded_before_the_policy_is_never_read(
 
     if roots is not None:
         brain.settings.paths.allowed_roots = roots
-    rec = SourceRecord(id=new_source_id(), name="old", root=root, project="general")
+    rec = SourceRecord(id=new_source_id(), name="old", root=root, project="general", trigger="auto")
     brain.sources.registry.save(rec)
+    assert rec.id not in {w.source_id for w in brain.sources._watched()}  # not even watched
     job = brain.sources.queue.submit(rec.id, rec.project, "sync", reason="test")
     assert job.done.wait(60)
     assert "skipped" in job.result, job.result
