@@ -52,6 +52,7 @@ SPECIAL_TYPES = frozenset(
         "efivarfs", "autofs", "hugetlbfs", "rpc_pipefs", "nsfs", "selinuxfs",
     }
 )  # fmt: skip
+_PATH_MAX, _NAME_MAX = 4096, 255  # Linux's limits: longer paths fail in the OS untyped
 _MOUNTS = "/proc/mounts"
 _MOUNTS_TTL_S = 2.0  # mounts change rarely; a walk or a batch of events reads them once
 
@@ -259,9 +260,16 @@ def _resolve(path: str | Path) -> str:
             path=raw,
         )
     try:
-        return os.path.realpath(expanded)
-    except ValueError as exc:  # an embedded NUL byte
-        raise InvalidArgument(f"bad path {raw!r}: {exc}.", path=raw) from None
+        encoded = os.fsencode(expanded)
+    except UnicodeError:
+        raise InvalidArgument("the path is not valid text (a lone surrogate?).") from None
+    if b"\0" in encoded:
+        raise InvalidArgument("the path holds a NUL byte; pass a real file or folder path.")
+    if len(encoded) >= _PATH_MAX or any(len(p) > _NAME_MAX for p in encoded.split(b"/")):
+        raise InvalidArgument(
+            f"the path is too long (at most {_PATH_MAX - 1} bytes, {_NAME_MAX} per name)."
+        )
+    return os.path.realpath(expanded)
 
 
 def _not_the_fs_root(real: str, given: str) -> None:

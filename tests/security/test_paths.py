@@ -207,6 +207,18 @@ def test_http_callers_without_configured_roots_reach_nothing(brain: Brain, tmp_p
         brain.files.ingest(str(tmp_path / "doc.md"))
 
 
+@pytest.mark.parametrize("bad", ["\0", "nul\0inside", "\ud800", "a" * 300, "a/" * 2100])
+def test_malformed_paths_get_a_typed_error_and_change_nothing(
+    brain: Brain, tmp_path: Path, bad: str
+) -> None:
+    path = f"{tmp_path}/{bad}"
+    with pytest.raises((InvalidArgument, Forbidden)):
+        brain.sources.add(path, name="x", sync=False)
+    with pytest.raises((InvalidArgument, Forbidden)):
+        brain.files.ingest(path)
+    assert brain.sources.registry.list() == [] and brain.files.list() == []
+
+
 # ------------------------------------------------------------------ symlinks in a source
 @pytest.fixture
 def escaping_source(brain: Brain, tmp_path: Path, outside: Path) -> Path:
