@@ -259,8 +259,13 @@ def _resolve(path: str | Path) -> str:
             "directory is not the caller's).",
             path=raw,
         )
+    return real_path(expanded)
+
+
+def real_path(path: str | Path) -> str:
+    """``os.path.realpath``, with a typed error for what the OS cannot take as a path."""
     try:
-        encoded = os.fsencode(expanded)
+        encoded = os.fsencode(path)
     except UnicodeError:
         raise InvalidArgument("the path is not valid text (a lone surrogate?).") from None
     if b"\0" in encoded:
@@ -269,7 +274,7 @@ def _resolve(path: str | Path) -> str:
         raise InvalidArgument(
             f"the path is too long (at most {_PATH_MAX - 1} bytes, {_NAME_MAX} per name)."
         )
-    return os.path.realpath(expanded)
+    return os.path.realpath(path)
 
 
 def _not_the_fs_root(real: str, given: str) -> None:

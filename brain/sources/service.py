@@ -29,7 +29,7 @@ from brain.limits import (
     check_tags,
     too_large,
 )
-from brain.paths import LOCAL, SETTING_HINT
+from brain.paths import LOCAL, SETTING_HINT, real_path
 from brain.sources import search as fs
 from brain.sources.filters import SourceFilter, is_floored
 from brain.sources.indexer import SOURCE_KINDS, Indexer
@@ -580,7 +580,7 @@ class SourcesService:
                 )
             real = resolve_in_source(Path(recs[0].root), folder)
             return fs.Scope(recs, _rel_or_none(recs[0].root, real))
-        real = Path(os.path.realpath(folder))
+        real = Path(real_path(folder))
         owners = [r for r in recs if real == Path(r.root) or Path(r.root) in real.parents]
         if not owners:
             raise PathOutsideSource(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from brain.errors import PathOutsideSource
-from brain.paths import SpecialFs, inside, special_filesystems
+from brain.paths import SpecialFs, inside, real_path, special_filesystems
 from brain.sources.filters import SourceFilter
 
 MAX_SCAN_FILES = 200_000
@@ -102,7 +102,7 @@ def resolve_in_source(root: Path, path: str | Path) -> Path:
     candidate = Path(path)
     if not candidate.is_absolute():
         candidate = root_real / candidate
-    real = Path(os.path.realpath(candidate))
+    real = Path(real_path(candidate))  # InvalidArgument for a NUL, a surrogate, a huge path
     if real != root_real and root_real not in real.parents:
         raise PathOutsideSource(
             f"{path} is outside the source folder {root_real}; pass a path inside it "
@@ -131,10 +131,6 @@ def target_rel(root: Path | str, rel: str) -> str | None:
     if real == root_real or not inside(root_real, real):
         return None
     return Path(os.path.relpath(real, root_real)).as_posix()
-
-
-def contained(root: Path | str, rel: str) -> bool:
-    return target_rel(root, rel) is not None
 
 
 def open_beneath(root: Path | str, rel: str) -> BinaryIO:

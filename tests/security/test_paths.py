@@ -20,7 +20,7 @@ import pytest
 
 from brain import paths
 from brain.app import Brain
-from brain.errors import Forbidden, InvalidArgument
+from brain.errors import Forbidden, InvalidArgument, PathOutsideSource
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import available_engines, grep
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
@@ -217,6 +217,11 @@ def test_malformed_paths_get_a_typed_error_and_change_nothing(
     with pytest.raises((InvalidArgument, Forbidden)):
         brain.files.ingest(path)
     assert brain.sources.registry.list() == [] and brain.files.list() == []
+    _w(tmp_path, "proj/a.md", "# a\n")
+    brain.sources.add(str(tmp_path / "proj"), name="p", sync=False)
+    for folder in (path, bad):  # fs_search's folder, absolute and relative to the source
+        with pytest.raises((InvalidArgument, PathOutsideSource)):
+            brain.sources.search("a", "grep", source="p", folder=folder)
 
 
 # ------------------------------------------------------------------ symlinks in a source
