@@ -1,7 +1,8 @@
 """Which paths a caller may reach: the brain's one path policy.
 
-``add_source``, ``update_source``, ``ingest_file`` and ``fs_search`` ask :class:`PathPolicy`;
-the source walk, the watcher, a targeted sync and grep use :func:`inside` and
+``add_source``, ``update_source``, ``ingest_file``, ``fs_search`` and every sync ask
+:class:`PathPolicy`; inside a source, the walk, the watcher, a targeted sync and grep judge
+each file with ``walker.target_rel`` / ``walker.open_beneath``, built on :func:`inside` and
 :func:`special_filesystems`. The rules, in order:
 
 1. A caller passes an absolute path (``~`` is the server user's home). A relative path is
@@ -18,7 +19,8 @@ the source walk, the watcher, a targeted sync and grep use :func:`inside` and
 The transport is per call, not per process: one Brain (the owner's) serves its own stdio
 client, forwarded stdio proxies and HTTP callers alike. :func:`via` marks the call's
 transport in a context variable: the HTTP front marks "http", a call forwarded to the owner
-carries its transport, and anything unmarked is local.
+carries its transport (a forwarded call without one gets the strict HTTP policy), and an
+unmarked in-process call (stdio, the CLI, background work) is local.
 """
 
 from __future__ import annotations
