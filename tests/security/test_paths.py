@@ -376,7 +376,16 @@ def test_a_source_recorded_before_the_policy_is_never_read(
 
     if roots is not None:
         brain.settings.paths.allowed_roots = roots
-    rec = SourceRecord(id=new_source_id(), name="old", root=root, project="general", trigger="auto")
+    ident = brain.settings.identity  # old rows belong to the settings identity (migrated)
+    rec = SourceRecord(
+        id=new_source_id(),
+        name="old",
+        root=root,
+        project="general",
+        trigger="auto",
+        user_id=ident.user_id,
+        agent_id=ident.agent_id,
+    )
     brain.sources.registry.save(rec)
     assert rec.id not in {w.source_id for w in brain.sources._watched()}  # not even watched
     job = brain.sources.queue.submit(rec.id, rec.project, "sync", reason="test")
