@@ -195,6 +195,7 @@ class Owner:
         rid = self._next
         self._send(
             {"id": rid, "name": name, "args": args, "caller": self.caller,
+             "transport": "local",  # a hook is a local process: brain/paths.py's local policy
              "request_id": os.urandom(16).hex(), "retry": False}
         )
         while True:
