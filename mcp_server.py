@@ -32,7 +32,7 @@ from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
-    Project,
+    OptProject,
     Query,
     Similarity,
     TagList,
@@ -139,7 +139,10 @@ def create_server(
     @mcp.tool(annotations=WRITE)
     async def add_memory(
         content: Annotated[Text, Field(description="The knowledge to keep, one idea per note")],
-        project: Project = "general",
+        project: Annotated[OptProject, Field(
+            description="Project of the note; without one, the default project "
+                        "(BRAIN__MEMORY__DEFAULT_PROJECT), the one searches use without one")
+        ] = None,
         memory_type: MemoryType = "permanent",
         note_kind: NoteKind = "general",
         tags: TagList = None,
