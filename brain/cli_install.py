@@ -331,7 +331,7 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from brain.hooks.client import main
+    from brain.hooks.entry import main
 
     return main([args.event, *args.rest])
 

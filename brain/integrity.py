@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from brain.errors import DiskFull, StoreDamaged, StoreError, StoreLocked
+from brain.snapshot_catalog import list_snapshots
 from brain.store_meta import META_ID
 from brain.vector_store.base import Filter, Hit, MatchAny, Point, SparseVector, StoreInfo
 
@@ -172,8 +173,6 @@ class Manifest:
 
 # ------------------------------------------------------------------------------ checks
 def recovery_hint(home: Path) -> str:
-    from brain.snapshots import list_snapshots
-
     snaps = list_snapshots(home)
     newest = f"; newest: {snaps[-1]['name']} ({snaps[-1]['points']} points)" if snaps else \
         "; none exist yet, so restore a backup or an export of the data dir"

@@ -27,37 +27,14 @@ from typing import Any
 
 from brain.errors import InvalidArgument, StoreError
 from brain.integrity import Manifest, SpaceGuard, path_location, store_location
+from brain.snapshot_catalog import INFO, list_snapshots, snapshots_dir
 from brain.vector_store.base import Filter, Match
 
 log = logging.getLogger(__name__)
 
-DIR = "snapshots"
-INFO = "snapshot.json"
 # sqlite records kept with the store (relative to the data dir). The sqlite copy is taken
 # first: records older than the store only make a later sync redo work, never skip it.
 SQLITE = ("sources.db", "files/files.db")
-
-
-def snapshots_dir(home: Path) -> Path:
-    return Path(home) / DIR
-
-
-def list_snapshots(home: Path) -> list[dict[str, Any]]:
-    """Complete snapshots, oldest first."""
-    out = []
-    root = snapshots_dir(home)
-    if not root.is_dir():
-        return []
-    for d in root.iterdir():
-        if d.name.startswith("."):
-            continue
-        try:
-            info = json.loads((d / INFO).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(info, dict) and (d / "shard").is_dir():
-            out.append({**info, "name": d.name, "path": str(d)})
-    return sorted(out, key=lambda s: (s.get("created_ts", 0), s["name"]))
 
 
 def _disk_usage(path: Path) -> int:

@@ -1,5 +1,5 @@
-"""``python -m brain.hooks <event>``: one hook run (see brain/hooks/client.py)."""
+"""``python -m brain.hooks <event>``: one hook run (see brain/hooks/entry.py)."""
 
-from brain.hooks.client import main
+from brain.hooks.entry import main
 
 raise SystemExit(main())

@@ -12,6 +12,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 
-from brain.hooks.client import main  # noqa: E402
+from brain.hooks.entry import main  # noqa: E402
 
 raise SystemExit(main())
