@@ -25,16 +25,16 @@ run: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy brain config.py mcp_server.py mcp_surface tools
+	$(BIN)/mypy brain config.py mcp_server.py mcp_surface tools bench
 
 test: lint
 	$(BIN)/pytest -q -x --durations=15
 
 bench: install
-	$(BIN)/python -m brain.bench $(BENCH_ARGS)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 bench-quick: install
-	$(BIN)/python -m brain.bench --quick
+	$(BIN)/python -m bench --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

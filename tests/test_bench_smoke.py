@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from brain.bench import BenchContext, cosqa, locomo, report, speed
-from brain.bench.__main__ import DESCRIBE, SYSTEMS, targets
+from bench import BenchContext, cosqa, locomo, report, speed
+from bench.__main__ import DESCRIBE, SYSTEMS, targets
 from brain.bulk import BulkNote, bulk_add
 from brain.embedder import REGISTRY, HashEmbedder
 from brain.memory import RecallFilter

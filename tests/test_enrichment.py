@@ -357,7 +357,7 @@ def test_status_never_shows_the_key(home: Path) -> None:
 
 
 def test_measure_add_latency_reports_both_p50s() -> None:
-    from brain.agentic.bench import measure_add_latency
+    from bench.agentic import measure_add_latency
 
     out = measure_add_latency(n=6, llm_delay_s=1.0)
     assert out["p50_ms_no_llm"] > 0 and out["p50_ms_llm"] > 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench import set_fusion
 from brain.app import Brain
-from brain.bench import set_fusion
 from brain.embedder import embed_passages, split_for_window
 from brain.memory import RecallFilter
 from brain.retrieval import fuse, looks_like_code

@@ -349,7 +349,7 @@ def test_auto_source_change_is_searchable_quickly(brain: Brain, tmp_path: Path) 
             break
         time.sleep(0.05)
     assert latency is not None
-    # The <= 2 s figure is measured by brain.sources.bench.bench_watch; a shared CI box
+    # The <= 2 s figure is measured by bench.sources.bench_watch; a shared CI box
     # only has to find it at all.
     print(f"auto source save-to-searchable latency: {latency:.2f}s")
     (root / "notes/new.md").unlink()

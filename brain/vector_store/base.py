@@ -22,7 +22,7 @@ KEYWORD_FIELDS = (
 )
 # Keyword fields indexed as tenants: Qdrant keeps each value's points together, so a search
 # scoped to one project reads one block (measured 8.0 -> 3.2 ms for a filtered dense query,
-# 5,000 of 100,000 notes; bench_out/prof_hnsw.py).
+# 5,000 of 100,000 notes; bench/prof_hnsw.py).
 TENANT_FIELDS = ("project",)
 FLOAT_FIELDS = ("created_ts", "updated_ts", "last_accessed_ts", "salience", "forgotten_ts")
 BOOL_FIELDS = ("pinned", "forgotten")

@@ -3,7 +3,7 @@
 ``measure_add_latency()`` opens two throwaway brains (same embedder), one with no model and
 one whose OpenAI-compatible model answers after ``llm_delay_s`` (the loopback fake from
 ``tests/fake_llm.py``, so run it from a source checkout), adds ``n`` notes to each,
-alternating add by add so machine load falls on both alike, and returns both p50s. ``python -m brain.agentic.bench`` prints them as JSON.
+alternating add by add so machine load falls on both alike, and returns both p50s. ``python -m bench.agentic`` prints them as JSON.
 """
 
 from __future__ import annotations

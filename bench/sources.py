@@ -1,6 +1,6 @@
 """Indexing and grep figures of the source index, measured in one run (not a CI test).
 
-``python -m brain.sources.bench --files 5000`` copies that many text files of this
+``python -m bench.sources --files 5000`` copies that many text files of this
 project's site-packages into a temp tree, indexes it as a source with the real model and
 reports files/s, chunks/s, the ratio of indexing time to the time the embedder alone needs
 for the same chunks (same batches), the unchanged re-sync, and grep p50 against plain rg.

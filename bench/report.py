@@ -171,7 +171,7 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         "# Benchmarks",
         "",
         f"Written by `make bench{' BENCH_ARGS=--quick' if results.get('quick') else ''}` "
-        f"(`python -m brain.bench`) on {m['date']}. Mode: "
+        f"(`python -m bench`) on {m['date']}. Mode: "
         f"{'quick (subsample)' if results.get('quick') else 'full'}. Model: "
         f"{results.get('model')} ({results.get('backend', 'torch')} backend). Every figure goes through the public MCP tools "
         "(in-process fastmcp Client over create_server): add_memory to store, search_memory "

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brain.bench import BenchContext, call, mcp_client, set_fusion, tool_names, tool_runs
+from bench import BenchContext, call, mcp_client, set_fusion, tool_names, tool_runs
 
 PROJECT = "cosqa"
 

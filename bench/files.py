@@ -2,7 +2,7 @@
 
 Run with the real model (the default)::
 
-    .venv/bin/python -m brain.files.bench --pages 200
+    .venv/bin/python -m bench.files --pages 200
 
 It uses a throwaway data dir unless ``--home`` is given.
 """

@@ -1,4 +1,4 @@
-"""``python -m brain.bench [--quick]``: every benchmark, then BENCHMARKS.md and the JSON."""
+"""``python -m bench [--quick]``: every benchmark, then BENCHMARKS.md and the JSON."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
-    from brain.bench import BenchContext, data_dir, machine_info
+    from bench import BenchContext, data_dir, machine_info
     from brain.embedder import REGISTRY, build_embedder
     from config import EmbeddingSettings
 
@@ -122,7 +122,7 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         "quick": args.quick, "machine": machine_info(), "model": record.id, "backend": backend,
     }
     if args.merge:
-        from brain.bench import ROOT, report
+        from bench import ROOT, report
 
         results = {**report.load(ROOT, args.quick), **results}
     t0 = time.perf_counter()
@@ -134,28 +134,28 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         results["targets"] = targets(results)
         results["notes"] = list(dict.fromkeys(ctx.notes))
         if write:
-            from brain.bench import ROOT, report
+            from bench import ROOT, report
 
             report.write(results, ROOT, DESCRIBE)
 
     if "locomo" in only:
-        from brain.bench import locomo
+        from bench import locomo
 
         prose = {k: v for k, v in systems.items() if k not in CODE_ONLY}
         results["locomo"] = {**await locomo.run(ctx, prose), "backend": backend}
         checkpoint()
     if "cosqa" in only:
-        from brain.bench import cosqa
+        from bench import cosqa
 
         results["cosqa"] = {**await cosqa.run(ctx, systems), "backend": backend}
         checkpoint()
     if "speed" in only:
-        from brain.bench import speed
+        from bench import speed
 
         results["speed"] = {"backend": backend}
         await speed.run(ctx, results["speed"], checkpoint)
     if "llm" in only:
-        from brain.agentic.bench import measure_add_latency
+        from bench.agentic import measure_add_latency
 
         ctx.log("add_memory with a 2 s LLM vs no LLM (real model, interleaved) ...")
         results["llm"] = await asyncio.to_thread(
@@ -217,7 +217,7 @@ def targets(r: dict[str, Any]) -> list[str]:
     for row in r.get("speed", {}).get("scales", []):
         s_all = row["search_all_ms"]["p50"]
         s_one = row["search_project_ms"]["p50"]
-        from brain.bench.speed import PROJECTS
+        from bench.speed import PROJECTS
 
         line = (f"{row['notes']:,} notes: search_memory p50 {s_one:.1f} ms in one project "
                 f"(of {PROJECTS}), {s_all:.1f} ms across all")
@@ -239,7 +239,7 @@ def targets(r: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from brain.bench import ROOT, report
+    from bench import ROOT, report
 
     results = asyncio.run(run(args, write=not args.no_write))
     print(report.render(results, DESCRIBE))

@@ -6,7 +6,7 @@ the owner's Unix socket. The same searches go to each, interleaved (the order al
 round so neither side always runs second), and the client-side wall time of each call is
 recorded. The difference of the medians is what proxying costs.
 
-    python -m brain.owner_bench [--n 300] [--notes 300] [--model offline/hash-384] [--json]
+    python -m bench.owner [--n 300] [--notes 300] [--model offline/hash-384] [--json]
 
 The client speaks MCP's stdio transport directly (newline-delimited JSON-RPC), so the figures
 are the servers' cost plus one pipe round trip, with no client library in between. The data
@@ -195,7 +195,7 @@ def _print(r: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m brain.owner_bench", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.owner", description=__doc__)
     ap.add_argument("--n", type=int, default=300, help="search_memory calls per server")
     ap.add_argument("--notes", type=int, default=300, help="notes stored before timing")
     ap.add_argument("--model", default="offline/hash-384", help="embedding model id")

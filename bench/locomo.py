@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain.bench import BenchContext, call, mcp_client, set_fusion, tool_names, tool_runs
+from bench import BenchContext, call, mcp_client, set_fusion, tool_names, tool_runs
 
 KS = (1, 5, 10)
 CATEGORIES = (1, 2, 3, 4)

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from brain.bench import (
+from bench import (
     ROOT,
     BenchContext,
     call,
