@@ -495,7 +495,7 @@ class Router:
         c.calls += int(call)
 
     def status_report(self) -> dict[str, Any]:
-        from brain.cli_owner import report
+        from brain.owner_report import report
 
         clients = [
             {
