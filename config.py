@@ -14,7 +14,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -61,6 +68,48 @@ class EmbeddingSettings(_Section):
         "vectors as torch, a query embeds ~2.5x faster); onnx-int8: int8 weights (faster "
         "still, cosine >= 0.989 to torch); torch: sentence-transformers on PyTorch",
     )
+    provider: Literal["local", "openai", "hf"] = Field(
+        "local",
+        description="Who embeds: local (a registry model or folder, run here); openai (any "
+        "OpenAI-compatible /v1/embeddings server: Ollama, vLLM, TEI, llama.cpp, OpenAI); hf "
+        "(Hugging Face Inference, feature extraction)",
+    )
+    base_url: str = Field(
+        "",
+        description="openai: the endpoint's base URL, up to /v1 (e.g. http://localhost:11434/v1); "
+        "hf: an Inference Endpoint or TEI URL (empty = HF Inference Providers)",
+    )
+    api_key: SecretStr = Field(
+        SecretStr(""),
+        description="Key of the remote embedding provider (secret, never logged or shown); "
+        "needed unless base_url is on loopback. hf: empty = llm.api_key when that is an HF token",
+    )
+    hf_provider: str = Field(
+        "hf-inference", description="HF Inference Provider serving the model (provider hf)"
+    )
+    timeout_s: float = Field(30.0, gt=0, description="Timeout of one remote embedding request")
+    deadline_s: float = Field(
+        120.0, gt=0, description="Longest one remote batch may take, retries and backoff included"
+    )
+    max_retries: int = Field(3, ge=0, le=10, description="Retries of a failed remote batch")
+    max_tokens: int = Field(
+        0, ge=0, description="Input window of a remote model not in the registry; 0 = 512"
+    )
+    daily_token_cap: int = Field(
+        0,
+        ge=0,
+        description="Remote embedding tokens per UTC day (paid endpoints); once reached, sync and "
+        "note writes pause with EMBEDDING_TOKEN_CAP_REACHED until 00:00 UTC; 0 = no cap",
+    )
+
+    @model_validator(mode="after")
+    def _remote_needs_url(self) -> EmbeddingSettings:
+        if self.provider == "openai" and not self.base_url:
+            raise ValueError(
+                "embedding.provider = openai needs embedding.base_url (BRAIN__EMBEDDING__BASE_URL),"
+                " e.g. http://localhost:11434/v1"
+            )
+        return self
 
 
 class MemorySettings(_Section):
@@ -457,7 +506,10 @@ def iter_settings_table() -> list[tuple[str, str, str]]:
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             for sub, subfield in ann.model_fields.items():
                 env = f"{ENV_PREFIX}{name.upper()}__{sub.upper()}"
-                rows.append((env, repr(subfield.default), subfield.description or ""))
+                default = subfield.default
+                if isinstance(default, SecretStr):  # a secret's default is empty: show it so
+                    default = default.get_secret_value()
+                rows.append((env, repr(default), subfield.description or ""))
         elif name == "workers":
             for wname in _default_workers():
                 for sub in ("ENABLED", "INTERVAL_S"):

@@ -15,6 +15,12 @@ from typing import Any
 from brain import integrity, rerank
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
+from brain.embed_remote import (
+    RemoteEmbedder,
+    RemoteEndpoint,
+    embedding_status,
+    endpoint_from_settings,
+)
 from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable
 from brain.graph import LinkGraph
@@ -61,7 +67,11 @@ class Brain:
         # Enabled means loaded or refused, before the store is opened or locked.
         reranker = rerank.load(s.rerank.enabled, s.rerank.model)
         secure_home(self.home)  # umask 077 and a private data dir, before anything is written
-        configured = resolve_record(s.embedding.model, s.embedding.dimension)
+        configured = resolve_record(s.embedding.model, s.embedding.dimension,
+                                    provider=s.embedding.provider, max_tokens=s.embedding.max_tokens)
+        # Built before the store is opened: a remote model without its key stops here.
+        embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
+                                                    s.embedding.backend, self._endpoint())
         raw = self._store or build_store(
             home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,
             api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
@@ -71,8 +81,6 @@ class Brain:
         # Before Edge creates or maps a file: a page written on a full disk is a SIGBUS.
         space = integrity.SpaceGuard(self.home, s.storage.min_free_mb)
         space.require("open the store", extra=integrity.space_to_open(raw))
-        embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
-                                                    s.embedding.backend)
         integrity.open_store(self.home, raw, embedder.dimension)
         try:
             self.embedder = self._load_records(raw, space, embedder)
@@ -122,12 +130,20 @@ class Brain:
                         f"this store was built with {self.meta.model}, which cannot be loaded "
                         f"here ({exc.message}); install it or use another BRAIN__HOME"
                     ) from exc
-                embedder = build_embedder(recorded, s.embedding.batch_size, s.embedding.backend)
+                embedder = build_embedder(recorded, s.embedding.batch_size, s.embedding.backend,
+                                          self._endpoint())
         self.graph = LinkGraph(s.graph_path)
         self._load_graph()
         if checked:
             integrity.check_graph(self.home, self.graph, raw)
         return embedder
+
+    def _endpoint(self) -> RemoteEndpoint:
+        """How a remote embedding model is reached. An HF token set for the chat models
+        (llm.api_key without llm.base_url) serves provider hf when it has no key of its own."""
+        s = self.settings
+        hf_token = "" if s.llm.base_url else s.llm.api_key
+        return endpoint_from_settings(s.embedding, self.home, hf_token)
 
     @staticmethod
     def _hook_modules() -> list[Any]:
@@ -238,6 +254,8 @@ class Brain:
                 log.exception("housekeeping failed")
 
     def _warm_up(self) -> None:
+        if isinstance(self.embedder, RemoteEmbedder):
+            return  # nothing to load, and a call to a paid endpoint costs
         try:
             self.embedder.embed_query("warm up")
         except Exception:  # noqa: BLE001 - the first real call reports the error
@@ -297,6 +315,7 @@ class Brain:
                 "dimension": self.meta.dimension,
                 "pending_switch": self.pending_model,
             },
+            "embedding": embedding_status(self.embedder),
             "data_dir": str(self.home),
             "rerank": (self.memory.reranker.status() if self.memory.reranker is not None
                        else {"enabled": False, "order": "fusion"}),

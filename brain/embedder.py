@@ -25,6 +25,14 @@ from typing import Protocol
 
 import numpy as np
 
+from brain.embed_providers import build_remote
+from brain.embed_remote import (
+    REMOTE_RECORDS,
+    RemoteEndpoint,
+    qualified_id,
+    remote_provider_of,
+    unlisted_record,
+)
 from brain.encoding import ModelRecord, PromptedEncoder, normalise
 from brain.errors import ModelUnavailable, UnsupportedEmbeddingDimension
 
@@ -63,12 +71,20 @@ REGISTRY: dict[str, ModelRecord] = {
         supported_dimensions=(64, 128, 256, 384, 512, 768),
         max_seq_length=256,
     ),
+    **REMOTE_RECORDS,  # openai:<model> and hf:<model>, served by brain/embed_remote.py
 }
 
 
-def resolve_record(model: str, dimension: int = 0) -> ModelRecord:
-    """The registry record for ``model`` (or a record for a local folder), dimension checked."""
+def resolve_record(
+    model: str, dimension: int = 0, *, provider: str = "local", max_tokens: int = 0
+) -> ModelRecord:
+    """The registry record for ``model`` (or a record for a local folder, or for a remote model
+    the registry does not list), dimension checked. ``provider`` openai / hf names the server
+    protocol when ``model`` is a bare name (the record id is then ``<provider>:<model>``)."""
+    model = qualified_id(provider, model)
     record = REGISTRY.get(model)
+    if record is None and remote_provider_of(model):
+        record = unlisted_record(model, dimension, max_tokens)
     if record is None:
         path = Path(model).expanduser()
         if not path.is_dir():
@@ -279,7 +295,16 @@ def embed_passages(embedder: Embedder, texts: Sequence[str], pool: bool = True) 
     return normalise(sums)
 
 
-def build_embedder(record: ModelRecord, batch_size: int = 64, backend: str = "torch") -> Embedder:
+def build_embedder(
+    record: ModelRecord,
+    batch_size: int = 64,
+    backend: str = "torch",
+    remote: RemoteEndpoint | None = None,
+) -> Embedder:
+    """The embedder of ``record``; a remote record is reached through ``remote`` (refused
+    without the key it needs: EMBEDDING_CREDENTIAL_MISSING, never another model instead)."""
+    if remote_provider_of(record.id):
+        return build_remote(record, remote)
     if record.provider == "hash":
         return HashEmbedder(record)
     if record.provider == "sentence-transformers" and backend in ("onnx", "onnx-int8"):

@@ -13,6 +13,9 @@ Hierarchy::
     ├── ConfigError                 CONFIG_INVALID: a bad setting at startup
     ├── UnsupportedEmbeddingDimension  UNSUPPORTED_EMBEDDING_DIMENSION
     ├── EmbeddingCredentialMissing  EMBEDDING_CREDENTIAL_MISSING
+    ├── EmbeddingProviderFailed     EMBEDDING_PROVIDER_FAILED: a remote embedding call failed
+    │   └── EmbeddingCredentialRejected  EMBEDDING_CREDENTIAL_REJECTED: the endpoint said 401/403
+    ├── EmbeddingTokenCapReached    EMBEDDING_TOKEN_CAP_REACHED: today's embedding tokens are spent
     ├── ModelUnavailable            MODEL_UNAVAILABLE: a model could not be loaded
     ├── StoreLocked                 STORE_LOCKED: another process owns the data dir
     ├── StoreError                  STORE_ERROR: the vector store failed
@@ -83,6 +86,18 @@ class UnsupportedEmbeddingDimension(BrainError):
 
 class EmbeddingCredentialMissing(BrainError):
     code = "EMBEDDING_CREDENTIAL_MISSING"
+
+
+class EmbeddingProviderFailed(BrainError):
+    code = "EMBEDDING_PROVIDER_FAILED"
+
+
+class EmbeddingCredentialRejected(EmbeddingProviderFailed):
+    code = "EMBEDDING_CREDENTIAL_REJECTED"
+
+
+class EmbeddingTokenCapReached(BrainError):
+    code = "EMBEDDING_TOKEN_CAP_REACHED"
 
 
 class ModelUnavailable(BrainError):
