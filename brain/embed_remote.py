@@ -181,10 +181,10 @@ def http_failure(status: int, body: str, record: ModelRecord, ep: RemoteEndpoint
     excerpt = " ".join(redactor(ep.api_key)(body).split())[:200]
     where = shown_endpoint(ep.base_url) or f"HF Inference ({ep.hf_provider})"
     if status in (401, 403):
+        setting = "BRAIN__" + "__".join(ep.credential.upper().split("."))
         return EmbeddingCredentialRejected(
-            f"{where} refused the key for {record.id} (HTTP {status}); check "
-            f"{'BRAIN__EMBEDDING__API_KEY' if ep.credential == 'embedding.api_key' else 'BRAIN__LLM__API_KEY'}"
-            f" ({ep.credential})",
+            f"{where} refused the key for {record.id} (HTTP {status}: {excerpt}); check "
+            f"{setting} ({ep.credential})",
             model=record.id, status=status, credential=ep.credential,
         )
     if status >= 500 or status in _RETRYABLE_4XX:
