@@ -69,7 +69,8 @@ def _accept_loss(args: argparse.Namespace) -> int:  # noqa: ARG001
         store = build_store(home=Path(s.home), collection=f"{s.qdrant.collection}_g1",
                             url=s.qdrant.url, api_key=s.qdrant.api_key,
                             prefer_grpc=s.qdrant.prefer_grpc, local_path=s.qdrant.local_path)
-        store.open(resolve_record(s.embedding.model, s.embedding.dimension).dimension)
+        store.open(resolve_record(s.embedding.model, s.embedding.dimension,
+                                  provider=s.embedding.provider).dimension)
         try:
             points = store.count(None)
             Manifest(Path(s.home), store_location(store, Path(s.home))).save(points)

@@ -368,6 +368,8 @@ class Router:
             from brain.embedder import build_embedder, resolve_record
 
             s = self.settings.embedding
+            if s.provider != "local":
+                return None  # a remote model has nothing to load; never warm a local stand-in
             embedder = build_embedder(resolve_record(s.model, s.dimension), s.batch_size, s.backend)
             embedder.embed_query("warm up")
             return embedder
