@@ -382,3 +382,36 @@ def test_local_models_report_their_embedding_status(brain: Brain) -> None:
     assert emb == {"provider": "hash", "model": "offline/hash-384", "dimension": 384,
                    "paused_by_cap": False}
     assert isinstance(brain.embedder, HashEmbedder)
+
+
+def test_an_hf_token_set_for_chat_serves_hf_embedding_and_says_so(home: Path) -> None:
+    from brain.embed_remote import endpoint_from_settings
+
+    s = load_settings(home=home, embedding={"provider": "hf", "model": "BAAI/bge-small-en-v1.5"},
+                      llm={"api_key": "hf_ChatTokenQw1Er2Ty3Ui4Op5"})
+    ep = endpoint_from_settings(s.embedding, home, s.llm.api_key)
+    assert ep.credential == "llm.api_key"
+    assert ep.api_key.get_secret_value() == "hf_ChatTokenQw1Er2Ty3Ui4Op5"
+    # Its own key wins; an endpoint URL never borrows the chat token.
+    s.embedding.api_key = SecretStr("hf_OwnTokenAs6Df7Gh8Jk9")
+    assert endpoint_from_settings(s.embedding, home, s.llm.api_key).credential == "embedding.api_key"
+    s.embedding.api_key = SecretStr("")
+    s.embedding.base_url = "https://my-endpoint.example.com"
+    assert not endpoint_from_settings(s.embedding, home, s.llm.api_key).api_key.get_secret_value()
+
+
+def test_a_store_built_remotely_keeps_its_model_when_config_changes(
+    server: FakeEmbeddings, home: Path
+) -> None:
+    with Brain(remote_settings(server, home)) as brain:
+        zk = brain.memory.add("kafka consumer lag alarms page the on-call").note["zk_id"]
+    before = len(server.requests("/v1/embeddings"))
+    # Configured: the local hash model. The store says openai:fake-embed, so it keeps that.
+    changed = remote_settings(server, home, provider="local", model="offline/hash-384")
+    with Brain(changed) as brain:
+        assert brain.pending_model == "offline/hash-384"
+        assert brain.embedder.record.id == "openai:fake-embed"
+        hits = brain.memory.search("kafka consumer lag")
+        assert hits and hits[0]["zk_id"] == zk
+        assert brain.stats()["embedding"]["model"] == "openai:fake-embed"
+    assert len(server.requests("/v1/embeddings")) > before  # the query went to the endpoint
