@@ -52,6 +52,10 @@ DEFAULT_MAX_TOKENS = 512
 USAGE_FILE = "embedding_usage.json"
 # 4xx answers other than these will not change on retry (bad request, unknown model).
 _RETRYABLE_4XX = {408, 409, 425, 429}
+# A batch too large for the server: sent again in halves.
+_TOO_LARGE = {413, 422}
+# Estimated tokens per request, under OpenAI's 300k limit with the estimate's margin.
+MAX_REQUEST_TOKENS = 100_000
 
 
 def _record(model_id: str, dimension: int, dims: tuple[int, ...], max_tokens: int,
@@ -262,6 +266,7 @@ class RemoteEmbedder(PromptedEncoder):
         self._lock = threading.Lock()
         self._counts = {"calls": 0, "retries": 0, "failures": 0, "texts": 0}
         self._last_error = ""
+        self._batch_limit = max(1, ep.batch_size)
 
     @property
     def dimension(self) -> int:
@@ -284,14 +289,45 @@ class RemoteEmbedder(PromptedEncoder):
         return max(1, math.ceil(len(text) / 3))
 
     def _run(self, texts: Sequence[str], prompt: str, capped: bool) -> np.ndarray:
-        batch = max(1, self.ep.batch_size)
         out = []
-        for i in range(0, len(texts), batch):
+        for part in self._batches([prompt + t if prompt else t for t in texts]):
             if capped:
                 self.budget.check(self.record.id)
-            part = [prompt + t if prompt else t for t in texts[i : i + batch]]
-            out.append(self._one_batch(part))
+            out.append(self._fitting(part))
         return np.concatenate(out) if len(out) > 1 else out[0]
+
+    def _batches(self, texts: list[str]) -> list[list[str]]:
+        """Runs of at most ``batch_size`` texts (or the smaller size the server accepted) and
+        about MAX_REQUEST_TOKENS tokens: OpenAI refuses a request over 300k tokens."""
+        limit = max(1, min(self.ep.batch_size, self._batch_limit))
+        out: list[list[str]] = []
+        run: list[str] = []
+        tokens = 0
+        for text in texts:
+            n = self.count_tokens(text)
+            if run and (len(run) >= limit or tokens + n > MAX_REQUEST_TOKENS):
+                out.append(run)
+                run, tokens = [], 0
+            run.append(text)
+            tokens += n
+        if run:
+            out.append(run)
+        return out
+
+    def _fitting(self, texts: list[str]) -> np.ndarray:
+        """One batch; halved while the server says it is too large (TEI takes 32 texts a
+        request by default, 413/422 beyond), the smaller size kept for later batches."""
+        try:
+            return self._one_batch(texts)
+        except EmbeddingProviderFailed as exc:
+            if exc.details.get("status") not in _TOO_LARGE or len(texts) < 2:
+                raise
+            half = len(texts) // 2
+            with self._lock:
+                self._batch_limit = min(self._batch_limit, half)
+            log.info("%s: a batch of %d was too large; sending %d", self.record.id,
+                     len(texts), half)
+            return np.concatenate([self._fitting(texts[:half]), self._fitting(texts[half:])])
 
     def _one_batch(self, texts: list[str]) -> np.ndarray:
         deadline = time.monotonic() + self.ep.deadline_s
@@ -367,6 +403,7 @@ class RemoteEmbedder(PromptedEncoder):
             "credential": self.ep.credential if self.ep.api_key.get_secret_value() else None,
             **counts,
             "last_error": last,
+            "batch_size": min(self.ep.batch_size, self._batch_limit),
             **self.budget.status(),
         }
 

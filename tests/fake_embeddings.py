@@ -13,6 +13,8 @@ Scripted actions, consumed one per request before the default answer:
 - ``("hang", seconds)``: accept the request, answer nothing for that long;
 - ``("trickle", seconds)``: send the headers, then one body byte every 0.2 s for that long;
 - ``("dimension", n)``: answer with n-dimensional vectors once.
+
+``max_batch`` > 0: a request with more texts gets 413, as Text Embeddings Inference answers.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class FakeEmbeddings:
     def __init__(self, dimension: int = 384, key: str = "") -> None:
         self.dimension = dimension
         self.key = key
+        self.max_batch = 0  # > 0: a larger batch gets 413
         self.seen: list[Seen] = []
         self._script: deque[tuple[Any, ...]] = deque()
         self._lock = threading.Lock()
@@ -110,6 +113,12 @@ class FakeEmbeddings:
                 if fake.key and sent != fake.key:
                     self._send(401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
                     return
+                texts = body.get("input", body.get("inputs"))
+                texts = [texts] if isinstance(texts, str) else list(texts or [])
+                if fake.max_batch and len(texts) > fake.max_batch:  # as TEI answers
+                    self._send(413, {"error": f"batch size {len(texts)} > maximum allowed "
+                                              f"batch size {fake.max_batch}"})
+                    return
                 action = fake._next()
                 dimension = fake.dimension
                 if action is not None:
@@ -127,12 +136,8 @@ class FakeEmbeddings:
                     if action[0] == "dimension":
                         dimension = int(action[1])
                 if self.path == "/embed":
-                    texts = body.get("inputs")
-                    texts = [texts] if isinstance(texts, str) else list(texts or [])
                     self._send(200, vectors(texts, dimension))
                     return
-                texts = body.get("input")
-                texts = [texts] if isinstance(texts, str) else list(texts or [])
                 data = [{"object": "embedding", "index": i, "embedding": v}
                         for i, v in enumerate(vectors(texts, dimension))]
                 # Answered out of order: a client must sort by index.

@@ -158,6 +158,20 @@ def test_a_connection_refused_is_retried_then_typed() -> None:
         emb.embed_query("x")
 
 
+def test_a_batch_too_large_for_the_server_is_halved_and_remembered(
+    server: FakeEmbeddings,
+) -> None:
+    server.max_batch = 3
+    emb = openai(server, batch_size=8)
+    texts = [f"text {i}" for i in range(8)]
+    np.testing.assert_allclose(emb.embed_documents(texts), expected(texts), atol=1e-6)
+    sizes = [len(s.body["input"]) for s in server.requests("/v1/embeddings")]
+    assert sizes == [8, 4, 2, 2, 4, 2, 2]  # 8 and 4 refused, then halves
+    assert emb.status()["batch_size"] == 2
+    emb.embed_documents(texts)
+    assert [len(s.body["input"]) for s in server.requests("/v1/embeddings")][7:] == [2, 2, 2, 2]
+
+
 def test_vectors_of_another_length_are_refused(server: FakeEmbeddings) -> None:
     server.script(("dimension", 512))
     emb = openai(server)
