@@ -37,6 +37,7 @@ from pydantic import SecretStr
 from brain.embed_budget import TokenBudget
 from brain.encoding import ModelRecord, PromptedEncoder, normalise
 from brain.errors import (
+    ConfigError,
     EmbeddingCredentialRejected,
     EmbeddingProviderFailed,
     UnsupportedEmbeddingDimension,
@@ -87,7 +88,11 @@ def remote_provider_of(model_id: str) -> str | None:
 
 def qualified_id(provider: str, model: str) -> str:
     """The record id of ``model`` served by ``provider`` (an id that names one is kept)."""
-    if provider == "local" or remote_provider_of(model):
+    named = remote_provider_of(model)
+    if named and provider not in ("local", named):
+        raise ConfigError(f"BRAIN__EMBEDDING__MODEL {model!r} names provider {named}, but "
+                          f"BRAIN__EMBEDDING__PROVIDER is {provider}: make them agree")
+    if provider == "local" or named:
         return model
     return f"{provider}:{model}"
 

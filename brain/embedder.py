@@ -7,6 +7,8 @@ Providers:
 - ``hash``: a deterministic offline embedder (signed feature hashing of word and character
   n-grams) for tests and for machines without a model. Lexically similar texts get similar
   vectors, which is enough to exercise every code path.
+- ``openai`` / ``hf``: remote models, an OpenAI-compatible ``/v1/embeddings`` server or Hugging
+  Face Inference (records ``openai:<model>`` / ``hf:<model>``; brain/embed_remote.py).
 
 Every vector is L2-normalised. Encoding is batched; callers on an event loop run it in a thread.
 """

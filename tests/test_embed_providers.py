@@ -197,6 +197,8 @@ def test_model_records_refuse_what_they_cannot_do() -> None:
     assert (rec.id, rec.provider, rec.dimension, rec.max_seq_length) == (
         "openai:my-own-model:latest", "openai", 1024, 8192)
     assert resolve_record("openai:my-own-model:latest", 1024).id == rec.id  # the stamp resolves
+    with pytest.raises(ConfigError, match="make them agree"):
+        resolve_record("openai:my-own-model", 1024, provider="hf")
 
 
 def test_a_remote_model_without_its_key_is_refused_before_any_call() -> None:
