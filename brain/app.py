@@ -2,6 +2,12 @@
 
 ``Brain(settings)`` builds the production defaults; tests inject a store, an embedder or a
 clock. ``open()`` / ``close()`` bracket its life (the MCP server's lifespan calls them).
+
+Every service below is handed what it works on (store, embedder, graph, memory, clock, other
+services, callbacks) and the values of its own settings section, here and nowhere else: a
+service's constructor lists everything it touches. Services are built on first use; the
+background ones are started at open and stopped at close by ``_start_background`` /
+``_stop_background``, in that explicit order.
 """
 
 from __future__ import annotations
@@ -9,12 +15,17 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from brain import integrity, rerank
+from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
+from brain.agentic.enrichment import ChatRouter
+from brain.agentic.obsidian import ObsidianMirror
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
+from brain.decay import DecayPolicy, DecayService
 from brain.embed_remote import (
     RemoteEmbedder,
     RemoteEndpoint,
@@ -23,23 +34,37 @@ from brain.embed_remote import (
 )
 from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable
+from brain.files.service import FilesService
 from brain.graph import LinkGraph
+from brain.identity import Identity
+from brain.maintenance import MaintenanceService
 from brain.memory import MemoryConfig, MemoryService
+from brain.mistakes import MistakeService
 from brain.paths import PathPolicy
 from brain.private import secure_home
+from brain.session import SessionService
+from brain.snapshots import Snapshots
+from brain.sources.service import SourcesService
 from brain.store_meta import StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
 from brain.vector_store.base import Filter
-from config import Settings
+from brain.workers import WorkerRegistry
+from config import Settings, WorkerSettings
 
 log = logging.getLogger(__name__)
 
-# Modules with background work, started in this order at open and stopped in reverse.
-HOOK_MODULES = ("brain.workers", "brain.snapshots", "brain.agentic", "brain.sources.service",
-                "brain.files.service")
+# The enrichment worker when ``[workers.enrichment]`` is not set: on, polling every second.
+_ENRICHMENT_DEFAULT = WorkerSettings(enabled=True, interval_s=1.0)
 
 
 class Brain:
+    # Set by open(): the store as the services use it, and what was read from it.
+    store: VectorStore
+    meta: StoreMeta
+    graph: LinkGraph
+    embedder: Embedder
+    memory: MemoryService
+
     def __init__(
         self,
         settings: Settings,
@@ -97,11 +122,36 @@ class Brain:
         self._start_thread("access-stamper", self._stamper)
         # Load the model now, off the request path: the first search should not pay for it.
         self._start_thread("embedder-warmup", self._warm_up)
-        for module in self._hook_modules():
-            start = getattr(module, "start", None)
-            if start is not None:
-                start(self)
+        self._start_background()
         return self
+
+    def _start_background(self) -> None:
+        """The services with background work, in order: the scheduler and its jobs, then the
+        enrichment queue, then the source watcher and the file indexer."""
+        self.workers.start()
+        if self.snapshots.available:  # a Qdrant server keeps its own snapshots
+            self.workers.register("snapshot", self.snapshots.worker, interval_s=6 * 3600)
+        self.agentic.start()
+        self.sources.start()
+        self.files.start()
+
+    def _stop_background(self) -> None:
+        """Stop, in reverse order, what was started; a service never built is not built now."""
+        built = self.__dict__
+        stops: list[tuple[str, Callable[[], None]]] = []
+        if "files" in built:
+            stops.append(("files", self.files.close))
+        if "sources" in built:
+            stops += [("sources", self.sources.stop), ("sources", self.sources.registry.close)]
+        if "agentic" in built:
+            stops.append(("agentic", self.agentic.stop))
+        if "workers" in built:
+            stops.append(("workers", self.workers.stop))
+        for name, stop in stops:
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - closing goes on
+                log.exception("stopping %s failed", name)
 
     def _load_records(
         self, raw: VectorStore, space: integrity.SpaceGuard, embedder: Embedder
@@ -114,7 +164,8 @@ class Brain:
         if checked:
             integrity.check_counts(self.home, raw, manifest)
             integrity.check_sample(self.home, raw)
-        self.store = integrity.GuardedStore(raw, space, manifest)
+        self._guarded = integrity.GuardedStore(raw, space, manifest)
+        self.store = self._guarded
         self.meta = StoreMeta(self.store)
         self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()))
         if self.meta.model != embedder.record.id:
@@ -145,68 +196,100 @@ class Brain:
         hf_token = "" if s.llm.base_url else s.llm.api_key
         return endpoint_from_settings(s.embedding, self.home, hf_token)
 
-    @staticmethod
-    def _hook_modules() -> list[Any]:
-        import importlib
-        import importlib.util
-
-        found = []
-        for name in HOOK_MODULES:
-            if importlib.util.find_spec(name) is not None:
-                found.append(importlib.import_module(name))
-        return found
-
-    # Services of later layers are built on first use from this Brain (the composition root);
-    # each module exposes ``build(brain)``. Modules in HOOK_MODULES also expose
-    # ``start(brain)`` / ``stop(brain)``, called at open and close, for their background work.
+    # ---------------------------------------------------------------- services
+    # Built on first use, each from its collaborators and its own settings section.
 
     @functools.cached_property
-    def sessions(self) -> Any:
-        from brain.session import build
-
-        return build(self)
-
-    @functools.cached_property
-    def mistakes(self) -> Any:
-        from brain.mistakes import build
-
-        return build(self)
+    def identity(self) -> Identity:
+        """The process's own identity (over stdio, and for the CLI and background work)."""
+        return Identity(self.settings.identity.user_id, self.settings.identity.agent_id)
 
     @functools.cached_property
-    def decay(self) -> Any:
-        from brain.decay import build
-
-        return build(self)
+    def sessions(self) -> SessionService:
+        return SessionService(self.memory, self.store, self.clock)
 
     @functools.cached_property
-    def maintenance(self) -> Any:
-        from brain.maintenance import build
-
-        return build(self)
+    def mistakes(self) -> MistakeService:
+        return MistakeService(self.memory, self.store, self.clock)
 
     @functools.cached_property
-    def workers(self) -> Any:
-        from brain.workers import build
+    def decay(self) -> DecayService:
+        return DecayService(self.memory, self.store, self.graph, self.meta, self.clock,
+                            policy=self._decay_policy)
 
-        return build(self)
+    def _decay_policy(self) -> DecayPolicy:
+        """Read on each use, so a changed ``[decay]`` or ``[forget]`` counts at once."""
+        d, grace = self.settings.decay, self.settings.forget.grace_days
+        return DecayPolicy(
+            stale_days=float(d.stale_days),
+            stale_accesses=int(d.stale_accesses),
+            score_threshold=float(d.score_threshold),
+            half_life_days=float(d.half_life_days),
+            importance_cap=int(d.importance_cap),
+            grace_days=float(grace),
+        )
 
     @functools.cached_property
-    def agentic(self) -> Any:
-        from brain.agentic import build
-
-        return build(self)
-
-    @functools.cached_property
-    def sources(self) -> Any:
-        from brain.sources.service import build
-
-        return build(self)
+    def maintenance(self) -> MaintenanceService:
+        return MaintenanceService(
+            self.memory, self.store, self.graph, self.meta, self.bm25, self.clock, self.decay,
+            home=self.home, identity=self.identity,
+            default_project=self.settings.memory.default_project,
+            save_graph=self.save_graph, stats=self.stats,
+        )
 
     @functools.cached_property
-    def files(self) -> Any:
-        from brain.files.service import build
+    def workers(self) -> WorkerRegistry:
+        reg = WorkerRegistry(self.home, self.clock, self.meta, self.settings.workers)
+        # Through the property: decay is built when a job first runs, not with the registry.
+        reg.register("decay", lambda: self.decay.decay_salience(), interval_s=6 * 3600)
+        reg.register("reclamation", lambda: self.decay.reclaim_forgotten(), interval_s=3600)
+        return reg
 
-        return build(self)
+    @functools.cached_property
+    def snapshots(self) -> Snapshots:
+        return Snapshots(self._guarded, self.home, self.settings.storage, lambda: self.meta.model)
+
+    @functools.cached_property
+    def agentic(self) -> AgenticService:
+        s = self.settings
+        worker = s.workers.get("enrichment", _ENRICHMENT_DEFAULT)
+        config = AgenticConfig(
+            enrichment=s.llm.enrichment and worker.enabled,
+            backfill=s.llm.backfill,
+            max_attempts=s.llm.job_max_attempts,
+            backoff_s=s.llm.job_backoff_s,
+            poll_s=worker.interval_s,
+            link_candidates=s.memory.link_candidates,
+            evolve_threshold=s.llm.evolve_threshold,
+        )
+        o = s.obsidian
+        mirror = ObsidianMirror(note_loader(self.memory), api_key=o.api_key, host=o.host,
+                                subfolder=o.subfolder, vault_path=o.vault_path,
+                                timeout_s=o.timeout_s)
+        return AgenticService(self.memory, self.store, self._chat_router(), mirror, config,
+                              home=self.home, identity=self.identity, save_graph=self.save_graph)
+
+    def _chat_router(self) -> ChatRouter:
+        llm = self.settings.llm
+        if not (llm.base_url or llm.api_key):
+            return OfflineRouter(llm.fast_model, llm.hard_model, llm.daily_token_cap)
+        from brain.model_router import ModelRouter  # the HF client costs most of a second
+
+        return ModelRouter(
+            base_url=llm.base_url, api_key=llm.api_key, provider=llm.provider,
+            fast_model=llm.fast_model, hard_model=llm.hard_model, timeout_s=llm.timeout_s,
+            max_retries=llm.max_retries, daily_token_cap=llm.daily_token_cap,
+            usage_path=self.home / "llm_usage.json", clock=self.clock,
+        )
+
+    @functools.cached_property
+    def sources(self) -> SourcesService:
+        return SourcesService(self)
+
+    @functools.cached_property
+    def files(self) -> FilesService:
+        return FilesService(self)
 
     def _memory_config(self) -> MemoryConfig:
         s = self.settings
@@ -270,7 +353,7 @@ class Brain:
             except Exception:  # noqa: BLE001 - retried on the next tick
                 log.exception("access stamp flush failed")
 
-    def _start_thread(self, name: str, target: Any) -> None:
+    def _start_thread(self, name: str, target: Callable[[], None]) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
         t.start()
         self._threads.append(t)
@@ -279,14 +362,7 @@ class Brain:
         if not self._opened:
             return
         self._stop.set()
-        for module in reversed(self._hook_modules()):
-            stop = getattr(module, "stop", None)
-            if stop is None:
-                continue
-            try:
-                stop(self)
-            except Exception:  # noqa: BLE001 - closing goes on
-                log.exception("close hook failed")
+        self._stop_background()
         for t in self._threads:
             t.join(timeout=10)
         try:

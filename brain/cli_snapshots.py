@@ -30,10 +30,8 @@ def _store_dir(settings: Any) -> Path:
 
 
 def _snapshot(args: argparse.Namespace) -> int:  # noqa: ARG001
-    from brain import snapshots
-
     with open_brain() as brain:
-        print_json(snapshots.take(brain))
+        print_json(brain.snapshots.take())
     return 0
 
 

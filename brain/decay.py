@@ -26,16 +26,19 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from brain import tenancy
-from brain.clock import iso
+from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
+from brain.graph import LinkGraph
+from brain.memory import MemoryService
 from brain.notes import point_id
-from brain.vector_store import Filter, Match, MatchAny, Point, Range, scroll_all
+from brain.store_meta import StoreMeta
+from brain.vector_store import Filter, Match, MatchAny, Point, Range, VectorStore, scroll_all
 
 log = logging.getLogger(__name__)
 
@@ -83,21 +86,29 @@ LIVE_FILTER = Filter(must=(Match("kind", "note"), MatchAny("memory_type", LIVE_T
 
 
 class DecayService:
-    def __init__(self, brain: Any, policy: DecayPolicy | None = None) -> None:
-        self.brain = brain
-        self._policy = policy
+    def __init__(
+        self,
+        memory: MemoryService,
+        store: VectorStore,
+        graph: LinkGraph,
+        meta: StoreMeta,
+        clock: Clock,
+        policy: DecayPolicy | Callable[[], DecayPolicy] | None = None,
+    ) -> None:
+        self.memory = memory
+        self.store = store
+        self.graph = graph
+        self.meta = meta
+        self.clock = clock
+        self._policy = policy if policy is not None else DecayPolicy()
 
     @property
     def policy(self) -> DecayPolicy:
-        """The given policy, else the current settings (read on each use)."""
-        return self._policy or policy_from_settings(self.brain.settings)
-
-    @property
-    def memory(self) -> Any:
-        return self.brain.memory
+        """The policy given, or the one its source gives now (settings are read on each use)."""
+        return self._policy if isinstance(self._policy, DecayPolicy) else self._policy()
 
     def _now(self) -> datetime:
-        return self.brain.clock.now()
+        return self.clock.now()
 
     def _scan(
         self, page_size: int, *, unpinned: bool, everyone: bool = False
@@ -108,11 +119,11 @@ class DecayService:
             raise InvalidArgument("page_size must be a positive integer", field="page_size")
         flt = LIVE_FILTER
         if not everyone:
-            flt = flt.and_(*tenancy.conditions(tenancy.resolve(self.brain.settings)))
+            flt = flt.and_(*tenancy.conditions(self.memory.identity))
         # forgotten / pinned are checked here, not in the filter: boolean matches are not
         # reliable on every backend (qdrant-edge-py 0.9 turns True into 1).
-        self.brain.memory.flush_stamps()  # access counts decide archival
-        for pt in scroll_all(self.brain.store, flt, page=page_size):
+        self.memory.flush_stamps()  # access counts decide archival
+        for pt in scroll_all(self.store, flt, page=page_size):
             p = pt.payload
             if not p.get("forgotten") and not (unpinned and p.get("pinned")):
                 yield p
@@ -147,7 +158,7 @@ class DecayService:
             for row in stale:
                 self.memory.archive(row["zk_id"])
                 archived += 1
-            self.brain.store.flush()
+            self.store.flush()
         return {
             "dry_run": dry_run,
             "scanned": scanned,
@@ -199,7 +210,7 @@ class DecayService:
                 # Not worth a write: decay compounds from the same start next time, so
                 # skipping loses nothing.
                 continue
-            self.brain.store.set_payload(
+            self.store.set_payload(
                 [point_id(payload["zk_id"])], {"salience": new, "salience_ts": now_ts}
             )
             changed += 1
@@ -213,14 +224,14 @@ class DecayService:
         flt = Filter(must=(Match("kind", "note"), Range("forgotten_ts", gt=0.0, lt=cutoff)))
         due = [
             p.payload["zk_id"]
-            for p in scroll_all(self.brain.store, flt)
+            for p in scroll_all(self.store, flt)
             if p.payload.get("forgotten") is True
         ]
         retired = []
         # The memory service's write lock keeps a concurrent restore from racing the removal.
         with self.memory._write_lock:
             for zk in due:
-                pts = self.brain.store.retrieve([point_id(zk)])
+                pts = self.store.retrieve([point_id(zk)])
                 if not pts or not pts[0].payload.get("forgotten"):
                     continue  # restored meanwhile
                 self._unlink_everywhere(zk)
@@ -230,22 +241,22 @@ class DecayService:
                     "retired_at": iso(now),
                     "retired_ts": now.timestamp(),
                 }
-                self.brain.store.upsert([Point(point_id(zk), tomb)])
-                self.brain.graph.remove_node(zk)
+                self.store.upsert([Point(point_id(zk), tomb)])
+                self.graph.remove_node(zk)
                 retired.append(zk)
         if retired:
-            self.brain.store.flush()
+            self.store.flush()
         return {"retired": retired, "count": len(retired)}
 
     def _unlink_everywhere(self, zk: str) -> None:
         flt = Filter(must=(Match("kind", "note"), Match("links", zk)))
-        for pt in list(scroll_all(self.brain.store, flt)):
+        for pt in list(scroll_all(self.store, flt)):
             p = pt.payload
             links = [z for z in p.get("links", []) if z != zk]
             types = {k: v for k, v in p.get("link_types", {}).items() if k != zk}
-            self.brain.meta.mark_graph_dirty()
-            self.brain.store.set_payload([pt.id], {"links": links, "link_types": types})
-            self.brain.graph.set_links(p["zk_id"], links, types)
+            self.meta.mark_graph_dirty()
+            self.store.set_payload([pt.id], {"links": links, "link_types": types})
+            self.graph.set_links(p["zk_id"], links, types)
 
 
 def _row(payload: dict[str, Any], s: Score) -> dict[str, Any]:
@@ -262,19 +273,3 @@ def _row(payload: dict[str, Any], s: Score) -> dict[str, Any]:
         "recency": round(s.recency, 6),
         "importance": round(s.importance, 6),
     }
-
-
-def policy_from_settings(settings: Any) -> DecayPolicy:
-    d = settings.decay
-    return DecayPolicy(
-        stale_days=float(d.stale_days),
-        stale_accesses=int(d.stale_accesses),
-        score_threshold=float(d.score_threshold),
-        half_life_days=float(d.half_life_days),
-        importance_cap=int(d.importance_cap),
-        grace_days=float(settings.forget.grace_days),
-    )
-
-
-def build(brain: Any) -> DecayService:
-    return DecayService(brain)

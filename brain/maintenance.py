@@ -34,9 +34,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from brain.clock import iso, parse_iso
+from brain.bm25 import BM25Encoder
+from brain.clock import Clock, iso, parse_iso
+from brain.decay import DecayService
 from brain.errors import Conflict, InvalidArgument
-from brain.memory import keyword_text
+from brain.graph import LinkGraph
+from brain.identity import Identity
+from brain.memory import MemoryService, keyword_text
 from brain.notes import (
     MEMORY_TYPES,
     NOTE_KINDS,
@@ -48,7 +52,8 @@ from brain.notes import (
 )
 from brain.private import private_file
 from brain.redact import redact_tree
-from brain.vector_store import Filter, Match, MatchAny, Point, scroll_all
+from brain.store_meta import StoreMeta
+from brain.vector_store import Filter, Match, MatchAny, Point, VectorStore, scroll_all
 
 EXPORT_FORMAT = "opencode-brain-export"
 BACKUP_FORMAT = "opencode-brain-backup"
@@ -191,19 +196,39 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 class MaintenanceService:
-    def __init__(self, brain: Any) -> None:
-        self.brain = brain
-
-    @property
-    def store(self) -> Any:
-        return self.brain.store
+    def __init__(
+        self,
+        memory: MemoryService,
+        store: VectorStore,
+        graph: LinkGraph,
+        meta: StoreMeta,
+        bm25: BM25Encoder,
+        clock: Clock,
+        decay: DecayService,
+        *,
+        home: Path,
+        identity: Identity,
+        default_project: str,
+        save_graph: Callable[[], None],
+        stats: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.memory = memory
+        self.store = store
+        self.graph = graph
+        self.meta = meta
+        self.bm25 = bm25
+        self.clock = clock
+        self.decay = decay
+        self.home = Path(home)
+        self.identity = identity  # the process's own: what migrated legacy notes belong to
+        self.default_project = default_project
+        self.save_graph = save_graph
+        self.stats = stats  # the whole brain's (the weekly report shows it)
 
     def note_points(self, with_vectors: bool = False) -> Iterator[Point]:
         """Every note point (forgotten, archived and legacy ones included), paged."""
         flt = Filter(must_not=(MatchAny("kind", NOT_NOTES),))
-        memory = getattr(self.brain, "memory", None)
-        if memory is not None:
-            memory.flush_stamps()
+        self.memory.flush_stamps()
         for pt in scroll_all(self.store, flt, with_vectors=with_vectors):
             if is_note(pt.payload):
                 yield pt
@@ -238,13 +263,12 @@ class MaintenanceService:
 
     # ------------------------------------------------------------------ migrations
     def _ctx(self) -> dict[str, Any]:
-        s = self.brain.settings
         return {
-            "project": s.memory.default_project,
-            "user_id": s.identity.user_id,
-            "agent_id": s.identity.agent_id,
-            "model": self.brain.meta.model,
-            "now": iso(self.brain.clock.now()),
+            "project": self.default_project,
+            "user_id": self.identity.user_id,
+            "agent_id": self.identity.agent_id,
+            "model": self.meta.model,
+            "now": iso(self.clock.now()),
         }
 
     def migrate(self, name: str, apply: bool = False, progress: bool = False) -> dict[str, Any]:
@@ -280,8 +304,8 @@ class MaintenanceService:
 
     def write_backup(self, name: str, progress: bool = False) -> Path:
         """A full snapshot of every note payload, written atomically before a migration."""
-        stamp = self.brain.clock.now().strftime("%Y%m%dT%H%M%SZ")
-        folder = self.brain.home / "backups"
+        stamp = self.clock.now().strftime("%Y%m%dT%H%M%SZ")
+        folder = self.home / "backups"
         path = folder / f"{name}-pre-migration-{stamp}.json"
         n = 1
         while path.exists():
@@ -296,8 +320,8 @@ class MaintenanceService:
             "format": BACKUP_FORMAT,
             "version": 1,
             "name": name,
-            "created": iso(self.brain.clock.now()),
-            "model": self.brain.meta.model,
+            "created": iso(self.clock.now()),
+            "model": self.meta.model,
             "points": points,
         }
         _atomic_write(path, json.dumps(data, ensure_ascii=False))
@@ -339,11 +363,11 @@ class MaintenanceService:
         return self._embed_batch([(pid, payload)])[0]
 
     def _embed_batch(self, items: list[tuple[str, dict[str, Any]]]) -> list[Point]:
-        dense = self.brain.memory.embed_notes(
+        dense = self.memory.embed_notes(
             [{**p, "content": p.get("content") or ""} for _, p in items])
         out = []
         for (pid, p), vec in zip(items, dense, strict=True):
-            sparse = self.brain.bm25.document(
+            sparse = self.bm25.document(
                 keyword_text({**p, "content": p.get("content") or ""})
             )
             out.append(Point(pid, p, vec.tolist(), sparse))
@@ -351,10 +375,10 @@ class MaintenanceService:
 
     def _rebuild_graph(self) -> None:
         self.store.flush()
-        self.brain.meta.mark_graph_dirty()
+        self.meta.mark_graph_dirty()
         notes = [p.payload for p in self.note_points() if isinstance(p.payload.get("zk_id"), str)]
-        self.brain.graph.rebuild(notes, self.brain.meta.graph_seq)
-        self.brain.save_graph()
+        self.graph.rebuild(notes, self.meta.graph_seq)
+        self.save_graph()
 
     # ------------------------------------------------------------------ export / import
     def export_jsonl(self, path: str | Path, progress: bool = False) -> dict[str, Any]:
@@ -364,9 +388,9 @@ class MaintenanceService:
             "type": "header",
             "format": EXPORT_FORMAT,
             "version": 1,
-            "exported": iso(self.brain.clock.now()),
-            "model": self.brain.meta.model,
-            "dimension": self.brain.meta.dimension,
+            "exported": iso(self.clock.now()),
+            "model": self.meta.model,
+            "dimension": self.meta.dimension,
         }
         notes = retired = 0
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -477,14 +501,14 @@ class MaintenanceService:
             "path": str(path),
             "imported": imported,
             "skipped": skipped,
-            "model": self.brain.meta.model,
+            "model": self.meta.model,
         }
 
     def _import_batch(self, items: list[tuple[str, dict[str, Any]]]) -> int:
         if not items:
             return 0
-        model = self.brain.meta.model
-        if self.brain.memory.cfg.redact_secrets:  # an export of an older version may hold them
+        model = self.meta.model
+        if self.memory.cfg.redact_secrets:  # an export of an older version may hold them
             items = [(pid, redact_tree(p)) for pid, p in items]
         # Re-embedded here with this home's model, so the stamp names it.
         items = [
@@ -495,18 +519,14 @@ class MaintenanceService:
 
     # ------------------------------------------------------------------ weekly
     def weekly(self, apply: bool = False, progress: bool = False) -> dict[str, Any]:
-        archive = self.brain.decay.archive_stale_notes(dry_run=not apply, everyone=True)
-        reclaim = self.brain.decay.reclaim_forgotten() if apply else None
+        archive = self.decay.archive_stale_notes(dry_run=not apply, everyone=True)
+        reclaim = self.decay.reclaim_forgotten() if apply else None
         health = self.check_health(progress)
         return {
             "apply": apply,
             "archive": archive,
             "reclamation": reclaim,
             "health": health,
-            "stats": self.brain.stats(),
+            "stats": self.stats(),
             "ok": health["ok"],
         }
-
-
-def build(brain: Any) -> MaintenanceService:
-    return MaintenanceService(brain)

@@ -15,14 +15,14 @@ import threading
 from typing import Any
 
 from brain import tenancy
-from brain.clock import iso
+from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
 from brain.limits import MAX_SIGNATURE_CHARS as MAX_SIGNATURE
 from brain.limits import has_text
-from brain.memory import MAX_TOP_K, RecallFilter, check_project, check_top_k
+from brain.memory import MAX_TOP_K, MemoryService, RecallFilter, check_project, check_top_k
 from brain.notes import point_id, public_note
 from brain.redact import redact
-from brain.vector_store import Filter, Match, MatchAny, scroll_all
+from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
 ELIDED = "\n\n[... earlier occurrences elided ...]"
 
@@ -57,13 +57,11 @@ def _append(content: str, detail: str, header: str, cap: int) -> str:
 
 
 class MistakeService:
-    def __init__(self, brain: Any) -> None:
-        self.brain = brain
+    def __init__(self, memory: MemoryService, store: VectorStore, clock: Clock) -> None:
+        self.memory = memory
+        self.store = store
+        self.clock = clock
         self._lock = threading.Lock()
-
-    @property
-    def memory(self) -> Any:
-        return self.brain.memory
 
     def _redacted_signature(self, sig: str) -> tuple[str, tuple[str, ...]]:
         """The signature is stored, payload-indexed and exported like content, so it is
@@ -87,7 +85,7 @@ class MistakeService:
         )
         # forgotten is checked here: boolean matches are not reliable on qdrant-edge-py 0.9.
         found = [
-            p.payload for p in scroll_all(self.brain.store, flt) if not p.payload.get("forgotten")
+            p.payload for p in scroll_all(self.store, flt) if not p.payload.get("forgotten")
         ]
         found.sort(key=lambda p: float(p.get("created_ts") or 0))
         return found[0] if found else None
@@ -97,7 +95,7 @@ class MistakeService:
         sig, sig_kinds = self._redacted_signature(_signature(failure_signature))
         detail, kinds = self.memory.prepare_content(content)
         kinds = tuple(sorted(set(kinds) | set(sig_kinds)))
-        now = iso(self.brain.clock.now())
+        now = iso(self.clock.now())
         with self._lock:
             existing = self.find_failure(project, sig)
             if existing is None:
@@ -127,7 +125,7 @@ class MistakeService:
                 existing["content"],
                 detail,
                 f"occurrence {n} at {now}",
-                self.brain.settings.memory.max_content_chars,
+                self.memory.cfg.max_content_chars,
             )
             res = self.memory.update(existing["zk_id"], merged)
             self.memory.set_state(existing["zk_id"], occurrences=n, last_seen=now)
@@ -173,7 +171,7 @@ class MistakeService:
             self.memory.distill(fid)
         fix_ids = [*self.memory.get_payload(fid).get("fix_ids", []), fix["zk_id"]]
         promoted = self.memory.set_state(
-            fid, resolved=True, fix_ids=fix_ids, resolved_at=iso(self.brain.clock.now())
+            fid, resolved=True, fix_ids=fix_ids, resolved_at=iso(self.clock.now())
         )
         return {
             "fix": fix,
@@ -189,7 +187,7 @@ class MistakeService:
         flt = Filter(must=(Match("kind", "note"), Match("links", mistake_zk)))
         ids = [
             p.payload["zk_id"]
-            for p in scroll_all(self.brain.store, flt)
+            for p in scroll_all(self.store, flt)
             if p.payload.get("link_types", {}).get(mistake_zk) == "fixes"
         ]
         return self._live(sorted(ids))
@@ -200,7 +198,7 @@ class MistakeService:
         )
 
     def _live(self, ids: list[str]) -> list[dict[str, Any]]:
-        pts = self.brain.store.retrieve([point_id(z) for z in ids])
+        pts = self.store.retrieve([point_id(z) for z in ids])
         return [
             public_note(p.payload)
             for p in pts
@@ -241,6 +239,3 @@ class MistakeService:
             "count": len(mistakes) + len(fixes) + len(patterns),
         }
 
-
-def build(brain: Any) -> MistakeService:
-    return MistakeService(brain)

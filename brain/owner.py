@@ -32,9 +32,12 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.errors import InvalidArgument, StoreLocked
+
+if TYPE_CHECKING:  # the brain these functions serve is built above them, in app.py
+    from brain.app import Brain
 from brain.identity import Identity
 from brain.vector_store import Filter, Match, Point
 
@@ -294,7 +297,7 @@ class RequestStampingStore:
         self._inner.upsert(points)
 
 
-def install_request_stamping(brain: Any) -> None:
+def install_request_stamping(brain: Brain) -> None:
     """Route the Brain's note writes through :class:`RequestStampingStore` (idempotent)."""
     if isinstance(brain.store, RequestStampingStore):
         return
@@ -303,7 +306,7 @@ def install_request_stamping(brain: Any) -> None:
     brain.memory.store = wrapped
 
 
-def find_request(brain: Any, request_id: str) -> dict[str, Any] | None:
+def find_request(brain: Brain, request_id: str) -> dict[str, Any] | None:
     """The note written by ``request_id``, if that request was applied."""
     flt = Filter(must=(Match("kind", "note"), Match(REQUEST_FIELD, request_id)))
     points, _ = brain.store.scroll(flt, limit=1)

@@ -5,12 +5,15 @@ runs (brain/cli_owner.py), so neither imports the other."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain import owner as own
 
+if TYPE_CHECKING:  # the brain these functions serve is built above them, in app.py
+    from brain.app import Brain
 
-def _queue_depths(brain: Any) -> dict[str, Any]:
+
+def _queue_depths(brain: Brain) -> dict[str, Any]:
     """Depth of each background queue built so far (services expose ``queue_depth()``)."""
     out: dict[str, Any] = {}
     for name in ("workers", "sources", "files", "agentic"):
@@ -24,7 +27,7 @@ def _queue_depths(brain: Any) -> dict[str, Any]:
     return out
 
 
-def store_health(brain: Any) -> dict[str, Any]:
+def store_health(brain: Brain) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         info = brain.store.info()
@@ -43,7 +46,7 @@ def store_health(brain: Any) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
 
 
-def report(brain: Any, info: own.OwnerInfo | None, clients: list[dict[str, Any]]) -> dict[str, Any]:
+def report(brain: Brain, info: own.OwnerInfo | None, clients: list[dict[str, Any]]) -> dict[str, Any]:
     owner = (
         None
         if info is None

@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from brain import tenancy
-from brain.clock import iso
+from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
-from brain.memory import check_project
+from brain.memory import MemoryService, check_project
 from brain.notes import NOTE_KINDS, public_note
-from brain.vector_store import Filter, Match, MatchAny, scroll_all
+from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
+from brain.vector_store.base import Condition
 
 DAY = 86_400.0
 LIVE = ("permanent", "fleeting")
@@ -54,16 +55,14 @@ def _bullets(title: str, items: list[str]) -> str:
 
 
 class SessionService:
-    def __init__(self, brain: Any) -> None:
-        self.brain = brain
+    def __init__(self, memory: MemoryService, store: VectorStore, clock: Clock) -> None:
+        self.memory = memory
+        self.store = store
+        self.clock = clock
 
-    @property
-    def memory(self) -> Any:
-        return self.brain.memory
-
-    def _tenancy(self) -> tuple[Any, ...]:
+    def _tenancy(self) -> tuple[Filter | Match, ...]:
         """Only the caller's notes: its user's, without sibling agents' private ones."""
-        return tenancy.conditions(tenancy.resolve(self.brain.settings))
+        return tenancy.conditions(self.memory.identity)
 
     def _notes(
         self,
@@ -75,7 +74,7 @@ class SessionService:
         **match: Any,
     ) -> list[dict[str, Any]]:
         """Live notes of a project and kinds, newest first."""
-        must: list[Any] = [
+        must: list[Condition | Filter] = [
             Match("kind", "note"),
             Match("project", project),
             MatchAny("memory_type", tuple(types)),
@@ -89,7 +88,7 @@ class SessionService:
         flt = Filter(must=tuple(must))
         notes = [
             p.payload
-            for p in scroll_all(self.brain.store, flt)
+            for p in scroll_all(self.store, flt)
             if not p.payload.get("forgotten") and (not pinned or p.payload.get("pinned"))
         ]
         notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]), reverse=True)
@@ -138,16 +137,16 @@ class SessionService:
         """Fleeting notes to distill, oldest first, with their age in days."""
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
             raise InvalidArgument("limit must be 1..500", field="limit")
-        must: list[Any] = [Match("kind", "note"), Match("memory_type", "fleeting"),
+        must: list[Condition | Filter] = [Match("kind", "note"), Match("memory_type", "fleeting"),
                            *self._tenancy()]
         if project is not None:
             must.append(Match("project", check_project(project)))
         flt = Filter(must=tuple(must))
         notes = [
-            p.payload for p in scroll_all(self.brain.store, flt) if not p.payload.get("forgotten")
+            p.payload for p in scroll_all(self.store, flt) if not p.payload.get("forgotten")
         ]
         notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]))
-        now_ts = self.brain.clock.now().timestamp()
+        now_ts = self.clock.now().timestamp()
         items = [
             public_note(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts)) / DAY, 3))
             for p in notes[:limit]
@@ -195,7 +194,7 @@ class SessionService:
         files = self._clean(_lines(key_files, "key_files"), "key_files", kinds)
         previous = [t["zk_id"] for t in self.active_threads(project)]
         handoff_id = secrets.token_hex(6)
-        now = iso(self.brain.clock.now())
+        now = iso(self.clock.now())
         session = {
             "objective": objective.strip(),
             "completed": done,
@@ -242,7 +241,7 @@ class SessionService:
             links=links,
             autolink=False,
         )
-        self.brain.store.flush()
+        self.store.flush()
         _step("handoff_durable")
         archived = []
         for zk in previous:
@@ -250,7 +249,7 @@ class SessionService:
             self.memory.archive(zk)
             archived.append(zk)
         if archived:
-            self.brain.store.flush()
+            self.store.flush()
         redacted = sorted(kinds | set(summary.redacted) | set(thread.redacted))
         return {
             "session_summary": summary.note,
@@ -269,6 +268,3 @@ def _handoff_note(payload: dict[str, Any]) -> dict[str, Any]:
         session=payload.get("session"),
     )
 
-
-def build(brain: Any) -> SessionService:
-    return SessionService(brain)

@@ -8,8 +8,9 @@ an online backup of the sqlite records (sources, files). The copy keeps the mmap
 
 Layout: ``<home>/snapshots/<name>/{shard/, sqlite/, snapshot.json}``; a snapshot is written
 under a temporary name and renamed when complete, so a half-made one is never listed. The
-``snapshot`` worker (``[workers.snapshot]``) takes one on its interval when something changed
-and keeps the newest ``[storage] snapshots_keep``. ``brain restore NAME`` puts one back, with
+``snapshot`` worker (``[workers.snapshot]``, registered by brain/app.py for an embedded
+store) takes one on its interval when something changed and keeps the newest
+``[storage] snapshots_keep``. ``brain restore NAME`` puts one back, with
 the data dir not served, and keeps the replaced store aside as ``store.damaged-<time>``.
 """
 
@@ -22,11 +23,12 @@ import shutil
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from brain.errors import InvalidArgument, StoreError
-from brain.integrity import Manifest, SpaceGuard, path_location, store_location
+from brain.integrity import GuardedStore, Manifest, SpaceGuard, path_location, store_location
 from brain.snapshot_catalog import INFO, list_snapshots, snapshots_dir
 from brain.vector_store.base import Filter, Match
 
@@ -72,18 +74,65 @@ def _name(root: Path) -> str:
     return name
 
 
-def take(brain: Any) -> dict[str, Any]:
-    """Snapshot the brain's store now; returns the snapshot's description."""
-    store = brain.store
-    shard = getattr(store.inner, "path", None) if hasattr(store, "inner") else None
+class StorageSection(Protocol):
+    """``[storage]``: what snapshots read of it (on each use: tests and the CLI change it)."""
+
+    @property
+    def min_free_mb(self) -> float: ...
+
+    @property
+    def snapshots_keep(self) -> int: ...
+
+
+def shard_of(store: GuardedStore) -> Path | None:
+    """The Edge shard directory behind the store; None for a Qdrant server."""
+    shard = getattr(store.inner, "path", None)
+    return Path(shard) if shard is not None else None
+
+
+class Snapshots:
+    """Snapshots of one brain's store (``brain.snapshots``): take one now, or on a schedule."""
+
+    def __init__(
+        self, store: GuardedStore, home: Path, storage: StorageSection, model: Callable[[], str]
+    ) -> None:
+        self.store = store
+        self.home = Path(home)
+        self.storage = storage
+        self.model = model  # the store's model, read when the snapshot is taken
+
+    @property
+    def available(self) -> bool:
+        return shard_of(self.store) is not None
+
+    def take(self) -> dict[str, Any]:
+        """Snapshot the store now; returns the snapshot's description."""
+        return take(self.store, self.home, self.model(), self.storage.min_free_mb,
+                    self.storage.snapshots_keep)
+
+    def worker(self) -> dict[str, Any]:
+        """The ``snapshot`` worker: one snapshot when something was written since the last."""
+        store = self.store
+        if list_snapshots(self.home) and store.writes == store.snapshot_writes:
+            return {"skipped": "nothing written since the last snapshot"}
+        snap = self.take()
+        store.snapshot_writes = snap["writes"]
+        return {"snapshot": snap["name"], "points": snap["points"]}
+
+
+def take(
+    store: GuardedStore, home: Path, model: str, min_free_mb: float, keep: int
+) -> dict[str, Any]:
+    """Snapshot ``store`` (the Edge shard of the brain at ``home``) now; keeps the newest
+    ``keep``. Returns the snapshot's description."""
+    shard = shard_of(store)
     if shard is None:
         raise InvalidArgument("snapshots are made of the embedded Qdrant Edge store; a Qdrant "
                               "server keeps its own (use its snapshot API)")
-    home = Path(brain.home)
+    home = Path(home)
     root = snapshots_dir(home)
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    SpaceGuard(home, brain.settings.storage.min_free_mb).require(
-        "take a snapshot", extra=_disk_usage(Path(shard)))
+    SpaceGuard(home, min_free_mb).require("take a snapshot", extra=_disk_usage(shard))
     name = _name(root)
     tmp = root / f".{name}.partial"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -95,10 +144,10 @@ def take(brain: Any) -> dict[str, Any]:
             points = store.count(None)
             notes = store.count(Filter(must=(Match("kind", "note"),)))
             writes = store.writes
-            _copy_tree(Path(shard), tmp / "shard")
+            _copy_tree(shard, tmp / "shard")
         info = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "created_ts": time.time(), "points": points, "notes": notes,
-                "location": store_location(store.inner, home), "model": brain.meta.model,
+                "location": store_location(store.inner, home), "model": model,
                 "sqlite": sqlite, "writes": writes}
         (tmp / INFO).write_text(json.dumps(info, indent=2), encoding="utf-8")
         tmp.rename(root / name)
@@ -107,7 +156,7 @@ def take(brain: Any) -> dict[str, Any]:
         raise
     log.info("snapshot %s: %s points (%s notes) in %.2f s", name, points, notes,
              time.monotonic() - t0)
-    prune(home, brain.settings.storage.snapshots_keep)
+    prune(home, keep)
     return {**info, "name": name, "path": str(root / name)}
 
 
@@ -159,20 +208,3 @@ def restore(home: Path, store_dir: Path, name: str, min_free_mb: float,
              name, snap["points"], aside)
     return {"restored": name, "points": snap["points"], "notes": snap.get("notes"),
             "replaced_store_kept_in": str(aside)}
-
-
-# ------------------------------------------------------------------------------ the worker
-def _worker(brain: Any) -> dict[str, Any]:
-    store = brain.store
-    if list_snapshots(brain.home) and store.writes == store.snapshot_writes:
-        return {"skipped": "nothing written since the last snapshot"}
-    snap = take(brain)
-    store.snapshot_writes = snap["writes"]
-    return {"snapshot": snap["name"], "points": snap["points"]}
-
-
-def start(brain: Any) -> None:
-    """Register the periodic snapshot (``[workers.snapshot]``) for an embedded store."""
-    if getattr(getattr(brain.store, "inner", None), "path", None) is None:
-        return
-    brain.workers.register("snapshot", _worker, interval_s=6 * 3600)

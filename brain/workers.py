@@ -1,15 +1,14 @@
 """Background workers: a scheduler thread running registered jobs on the brain's clock.
 
-Each worker is configured by ``[workers.<name>] enabled / interval_s`` (``settings.workers``);
-a worker without a section uses the defaults given at registration. Time comes from
-``brain.clock`` so tests move a ``ManualClock`` and the due workers run on the next tick;
-``run_now(name)`` runs one at once (tests, CLI).
+Each worker is configured by ``[workers.<name>] enabled / interval_s`` (the ``sections``
+mapping app.py hands over, read on each use); a worker without a section uses the defaults
+given at registration. Time comes from the injected clock so tests move a ``ManualClock`` and
+the due workers run on the next tick; ``run_now(name)`` runs one at once (tests, CLI).
 
-Other areas add their own jobs with ``brain.workers.register(name, fn)`` where
-``fn(brain) -> dict | None``, at any time, also while the scheduler runs.
-
-Built in: ``decay`` (salience half-life) and ``reclamation`` (forgotten notes past the grace
-period are retired). The last run of each worker is kept in the store's meta record, so a
+Jobs are added with ``register(name, fn)`` where ``fn() -> dict | None`` closes over what it
+works on, at any time, also while the scheduler runs. The composition root (brain/app.py)
+registers ``decay`` (salience half-life), ``reclamation`` (forgotten notes past the grace
+period are retired) and ``snapshot``. The last run of each worker is kept in the store's meta record, so a
 server that restarts often still runs its workers on schedule. Within one process a data
 dir has at most one running scheduler; several processes sharing a data dir is the owner's
 business (another issue).
@@ -19,16 +18,30 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from brain.clock import Clock
 from brain.errors import InvalidArgument
+from brain.store_meta import StoreMeta
 
 log = logging.getLogger(__name__)
 
-WorkerFn = Callable[[Any], dict[str, Any] | None]
+WorkerFn = Callable[[], dict[str, Any] | None]
+
+
+class WorkerSection(Protocol):
+    """``[workers.<name>]``: what the registry reads of a worker's settings."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def interval_s(self) -> float: ...
+
+
 FIRST_RUN_DELAY_S = 60.0
 
 _running_homes: set[Path] = set()
@@ -50,14 +63,23 @@ class Worker:
 
 
 class WorkerRegistry:
-    def __init__(self, brain: Any, tick_s: float = 0.5) -> None:
-        self.brain = brain
+    def __init__(
+        self,
+        home: Path,
+        clock: Clock,
+        meta: StoreMeta,
+        sections: Mapping[str, WorkerSection],
+        tick_s: float = 0.5,
+    ) -> None:
+        self.clock = clock
+        self.meta = meta
+        self.sections = sections  # live: a section added or changed later counts at once
         self.tick_s = tick_s
         self._workers: dict[str, Worker] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._home = Path(brain.home).resolve()
+        self._home = Path(home).resolve()
 
     # ------------------------------------------------------------------ registry
     def register(
@@ -65,7 +87,7 @@ class WorkerRegistry:
     ) -> None:
         """Add (or replace) a worker; ``[workers.<name>]`` settings override the defaults."""
         if not name or not callable(fn):
-            raise InvalidArgument("a worker needs a name and a callable fn(brain)", field="name")
+            raise InvalidArgument("a worker needs a name and a callable fn()", field="name")
         w = Worker(name, fn, enabled, float(interval_s))
         with self._lock:
             self._workers[name] = w
@@ -79,7 +101,7 @@ class WorkerRegistry:
     def config(self, name: str) -> tuple[bool, float]:
         """(enabled, interval_s) of a worker: its settings section, else its defaults."""
         w = self._get(name)
-        conf = self.brain.settings.workers.get(name)
+        conf = self.sections.get(name)
         if conf is None:
             return w.default_enabled, w.default_interval_s
         return bool(conf.enabled), float(conf.interval_s)
@@ -98,9 +120,9 @@ class WorkerRegistry:
         """Run one worker now (even if disabled) and return its result."""
         w = self._get(name)
         with w.lock:
-            now_ts = self.brain.clock.now().timestamp()
+            now_ts = self.clock.now().timestamp()
             try:
-                result = w.fn(self.brain) or {}
+                result = w.fn() or {}
                 w.last_error = None
             except Exception as exc:
                 w.last_error = f"{type(exc).__name__}: {exc}"
@@ -115,19 +137,19 @@ class WorkerRegistry:
 
     def _persist_last_run(self, name: str, ts: float) -> None:
         try:
-            runs = dict(self.brain.meta.data.get("worker_runs") or {})
+            runs = dict(self.meta.data.get("worker_runs") or {})
             runs[name] = ts
-            self.brain.meta.set(worker_runs=runs)
+            self.meta.set(worker_runs=runs)
         except Exception:  # noqa: BLE001 - bookkeeping never fails a run
             log.exception("cannot record the last run of worker %s", name)
 
     def _first_due(self, w: Worker) -> float:
         """Last run (kept in the store's meta) + interval; a first run comes soon after."""
         interval = self.config(w.name)[1]
-        last = (self.brain.meta.data.get("worker_runs") or {}).get(w.name)
+        last = (self.meta.data.get("worker_runs") or {}).get(w.name)
         if last is not None:
             return float(last) + interval
-        return self.brain.clock.now().timestamp() + min(interval, FIRST_RUN_DELAY_S)
+        return self.clock.now().timestamp() + min(interval, FIRST_RUN_DELAY_S)
 
     def _due(self, w: Worker, now_ts: float) -> bool:
         enabled, _ = self.config(w.name)
@@ -145,7 +167,7 @@ class WorkerRegistry:
         for w in workers:
             if self._stop.is_set():
                 break
-            now_ts = self.brain.clock.now().timestamp()
+            now_ts = self.clock.now().timestamp()
             if not self._due(w, now_ts):
                 continue
             try:
@@ -203,27 +225,3 @@ class WorkerRegistry:
                 }
             )
         return out
-
-
-def _decay(brain: Any) -> dict[str, Any]:
-    return brain.decay.decay_salience()
-
-
-def _reclamation(brain: Any) -> dict[str, Any]:
-    return brain.decay.reclaim_forgotten()
-
-
-def build(brain: Any) -> WorkerRegistry:
-    reg = WorkerRegistry(brain)
-    reg.register("decay", _decay, interval_s=6 * 3600)
-    reg.register("reclamation", _reclamation, interval_s=3600)
-    return reg
-
-
-def start(brain: Any) -> None:
-    brain.workers.start()
-
-
-def stop(brain: Any) -> None:
-    if "workers" in brain.__dict__:  # built lazily; nothing to stop if never built
-        brain.workers.stop()

@@ -155,9 +155,9 @@ def test_scheduler_runs_due_workers_on_the_injected_clock(brain: Brain) -> None:
     ran: list[float] = []
     brain.settings.workers["off"] = WorkerSettings(enabled=False, interval_s=10)
     brain.workers.register(
-        "probe", lambda b: ran.append(b.clock.now().timestamp()) or {}, interval_s=60
+        "probe", lambda: ran.append(brain.clock.now().timestamp()) or {}, interval_s=60
     )
-    brain.workers.register("off", lambda b: ran.append(-1.0) or {})
+    brain.workers.register("off", lambda: ran.append(-1.0) or {})
     assert brain.workers.running
     time.sleep(1.2)  # a few ticks: nothing is due before the clock moves
     assert ran == []
@@ -179,7 +179,7 @@ def test_scheduler_runs_due_workers_on_the_injected_clock(brain: Brain) -> None:
 def test_one_scheduler_per_data_dir(brain: Brain) -> None:
     from brain.workers import WorkerRegistry
 
-    second = WorkerRegistry(brain)
+    second = WorkerRegistry(brain.home, brain.clock, brain.meta, brain.settings.workers)
     assert brain.workers.running and second.start() is False
     brain.workers.stop()
     assert second.start() is True

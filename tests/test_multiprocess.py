@@ -1,8 +1,9 @@
 """Several stdio servers on one data dir: one owner, the rest forward; failover on SIGKILL.
 
 Real processes (``python mcp_server.py`` over stdio, as an agent launches it), real Qdrant
-Edge, the offline hash embedder. A hook module injected into HOOK_MODULES counts how often the
-Brain's background work and the source watcher start per data dir, and in which process.
+Edge, the offline hash embedder. A hook module wrapped around ``Brain._start_background``
+counts how often the Brain's background work and the source watcher start per data dir, and in
+which process.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def stop(brain):
 """
 LAUNCH = (
     "import mp_count_hook; import brain.app as a; "
-    "a.HOOK_MODULES = a.HOOK_MODULES + ('mp_count_hook',); "
+    "_bg = a.Brain._start_background; "
+    "a.Brain._start_background = lambda b: (mp_count_hook.start(b), _bg(b))[1]; "
     "import mcp_server; mcp_server.main([])"
 )
 

@@ -21,18 +21,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from brain import tenancy
 from brain.agentic.deep_search import deep_search
-from brain.agentic.enrichment import EnrichConfig, Enricher, Interrupted, Paused, StepFailed
+from brain.agentic.enrichment import (
+    ChatRouter,
+    EnrichConfig,
+    Enricher,
+    Interrupted,
+    Paused,
+    StepFailed,
+)
 from brain.agentic.obsidian import ObsidianMirror
 from brain.agentic.queue import Job, JobQueue
-from brain.errors import NoteNotFound
+from brain.errors import LLMError, NoteNotFound
 from brain.identity import Identity, acting_as
-from brain.memory import RecallFilter
+from brain.memory import MemoryService, RecallFilter
 from brain.notes import point_id
+from brain.vector_store import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -40,37 +50,53 @@ ENRICH = "enrich"
 _EVENTS = ("added", "updated", "distilled")
 
 
+@dataclass(frozen=True, slots=True)
+class AgenticConfig:
+    """What the service reads of ``[llm]``, ``[workers.enrichment]`` and ``[memory]``."""
+
+    enrichment: bool = True  # llm.enrichment and the enrichment worker both enabled
+    backfill: bool = True
+    max_attempts: int = 4
+    backoff_s: float = 30.0
+    poll_s: float = 1.0
+    link_candidates: int = 5
+    evolve_threshold: float = 0.6
+
+
 class AgenticService:
-    def __init__(self, brain: Any) -> None:
-        s = brain.settings
-        self.brain = brain
-        self.router = (
-            _router(brain)
-            if (s.llm.base_url or s.llm.api_key)
-            else OfflineRouter(s.llm.fast_model, s.llm.hard_model, s.llm.daily_token_cap)
-        )
-        self.enabled = (
-            self.router.configured and s.llm.enrichment and s.workers.get("enrichment", _ON).enabled
-        )
-        self.max_attempts = s.llm.job_max_attempts
-        self.backoff_s = s.llm.job_backoff_s
-        self.poll_s = min(5.0, s.workers.get("enrichment", _ON).interval_s)
+    def __init__(
+        self,
+        memory: MemoryService,
+        store: VectorStore,
+        router: ChatRouter,
+        mirror: ObsidianMirror,
+        config: AgenticConfig,
+        *,
+        home: Path,
+        identity: Identity,
+        save_graph: Callable[[], None],
+    ) -> None:
+        self.memory = memory
+        self.store = store
+        self.router = router
+        self.mirror = mirror
+        self.identity = identity  # the process's own: owner of notes that name none
+        self.save_graph = save_graph
+        self.enabled = router.configured and config.enrichment
+        self.backfill = config.backfill
+        self.max_attempts = config.max_attempts
+        self.backoff_s = config.backoff_s
+        self.poll_s = min(5.0, config.poll_s)
         self.queue: JobQueue | None = (
-            JobQueue(brain.home / "agentic" / "jobs.sqlite3") if self.enabled else None
+            JobQueue(Path(home) / "agentic" / "jobs.sqlite3") if self.enabled else None
         )
         self._stop = threading.Event()
-        self.mirror = ObsidianMirror(
-            self._load_note,
-            api_key=s.obsidian.api_key,
-            host=s.obsidian.host,
-            subfolder=s.obsidian.subfolder,
-            vault_path=s.obsidian.vault_path,
-            timeout_s=s.obsidian.timeout_s,
-        )
         self.enricher = Enricher(
-            brain,
-            self.router,
-            EnrichConfig(s.memory.link_candidates, s.llm.evolve_threshold),
+            memory,
+            store,
+            router,
+            EnrichConfig(config.link_candidates, config.evolve_threshold),
+            save_graph=save_graph,
             on_changed=self.mirror.enqueue,
             stopping=self._stop.is_set,
         )
@@ -81,7 +107,7 @@ class AgenticService:
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
-        memory = self.brain.memory
+        memory = self.memory
         if self.mirror.mode != "off":
             memory.listeners.append(self.mirror.on_event)
             self.mirror.start()
@@ -96,10 +122,9 @@ class AgenticService:
         self._thread.start()
 
     def stop(self, timeout: float = 3.0) -> None:
-        memory = getattr(self.brain, "memory", None)
         for listener in (self._on_event, self.mirror.on_event):
-            if memory is not None and listener in memory.listeners:
-                memory.listeners.remove(listener)
+            if listener in self.memory.listeners:
+                self.memory.listeners.remove(listener)
         self._stop.set()
         if self.queue is not None:
             self.queue.wakeup.set()
@@ -138,7 +163,7 @@ class AgenticService:
         assert self.queue is not None
         heuristic = [
             p["zk_id"]
-            for p in self.brain.memory.notes()
+            for p in self.memory.notes()
             if p.get("enriched_by") == "heuristic"
             and not p.get("forgotten")
             and p.get("memory_type") in ("permanent", "fleeting")
@@ -154,7 +179,7 @@ class AgenticService:
     # -- the worker -------------------------------------------------------------------------
     def _worker(self) -> None:
         assert self.queue is not None
-        if self.brain.settings.llm.backfill:
+        if self.backfill:
             try:
                 self._backfill()
             except Exception:  # noqa: BLE001 - the queue still runs
@@ -213,8 +238,8 @@ class AgenticService:
         log.debug("enrichment of %s: %s", job.zk_id, outcome)
 
     def _owner(self, zk_id: str) -> Identity:
-        default = tenancy.settings_identity(self.brain.settings)
-        pts = self.brain.store.retrieve([point_id(zk_id)])
+        default = self.identity
+        pts = self.store.retrieve([point_id(zk_id)])
         return tenancy.owner_of(pts[0].payload, default) if pts else default
 
     # -- reporting --------------------------------------------------------------------------
@@ -250,7 +275,7 @@ class AgenticService:
     def deep_search(
         self, query: str, rf: RecallFilter | None = None, hops: int = 2, top_k: int = 10
     ) -> dict[str, Any]:
-        return deep_search(self.brain.memory, query, rf, hops, top_k)
+        return deep_search(self.memory, query, rf, hops, top_k)
 
     def consolidate_clusters(
         self,
@@ -264,7 +289,7 @@ class AgenticService:
         from brain.agentic.consolidation import consolidate  # numpy: loaded on first use
 
         result = consolidate(
-            self.brain.memory,
+            self.memory,
             self.router,
             project,
             dry_run,
@@ -274,25 +299,22 @@ class AgenticService:
             max_clusters,
         )
         if not dry_run:
-            self.brain.save_graph()
+            self.save_graph()
             for item in result["applied"]:
                 for zk_id in [item["merged_note"], *item["archived"]]:
                     self.mirror.enqueue(zk_id)
         return result
 
-    def _load_note(self, zk_id: str) -> dict[str, Any] | None:
+def note_loader(memory: MemoryService) -> Callable[[str], dict[str, Any] | None]:
+    """How the Obsidian mirror reads a note: its current payload, None once it is gone."""
+
+    def load(zk_id: str) -> dict[str, Any] | None:
         try:
-            return self.brain.memory.get_payload(zk_id)
+            return memory.get_payload(zk_id)
         except NoteNotFound:
             return None
 
-
-class _On:
-    enabled = True
-    interval_s = 1.0
-
-
-_ON = _On()
+    return load
 
 
 class OfflineRouter:
@@ -306,6 +328,10 @@ class OfflineRouter:
         self.fast_model = fast_model
         self.hard_model = hard_model
         self.daily_token_cap = daily_token_cap
+
+    def complete(self, messages: list[dict[str, Any]], tier: Any, max_tokens: int = 512) -> str:
+        raise LLMError("No chat model configured: set an OpenAI-compatible base URL or an API "
+                       "key for HF Inference Providers.", mode="offline")
 
     def status(self) -> dict[str, Any]:
         return {
@@ -322,36 +348,4 @@ class OfflineRouter:
         }
 
 
-def _router(brain: Any) -> Any:
-    from brain.model_router import ModelRouter
-
-    s = brain.settings
-    return ModelRouter(
-        base_url=s.llm.base_url,
-        api_key=s.llm.api_key,
-        provider=s.llm.provider,
-        fast_model=s.llm.fast_model,
-        hard_model=s.llm.hard_model,
-        timeout_s=s.llm.timeout_s,
-        max_retries=s.llm.max_retries,
-        daily_token_cap=s.llm.daily_token_cap,
-        usage_path=brain.home / "llm_usage.json",
-        clock=brain.clock,
-    )
-
-
-def build(brain: Any) -> AgenticService:
-    return AgenticService(brain)
-
-
-def start(brain: Any) -> None:
-    brain.agentic.start()
-
-
-def stop(brain: Any) -> None:
-    service = brain.__dict__.get("agentic")  # never build the service just to stop it
-    if service is not None:
-        service.stop()
-
-
-__all__ = ["AgenticService", "build", "start", "stop"]
+__all__ = ["AgenticConfig", "AgenticService", "OfflineRouter", "note_loader"]

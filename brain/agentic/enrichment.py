@@ -24,17 +24,15 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from brain import note_builder, tenancy
 from brain.enrich import enrich
 from brain.errors import NoteNotFound
-from brain.memory import NOTE_FILTER
+from brain.memory import NOTE_FILTER, MemoryService
+from brain.note_builder import Router
 from brain.notes import RELATIONS, point_id
-from brain.vector_store import Match
-
-if TYPE_CHECKING:
-    from brain.model_router import ModelRouter
+from brain.vector_store import Match, VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +57,33 @@ class EnrichConfig:
     evolve_threshold: float = 0.6
 
 
+class ChatRouter(Router, Protocol):
+    """The chat models behind enrichment: ModelRouter, or OfflineRouter when none is set."""
+
+    fast_model: str
+    hard_model: str
+
+    @property
+    def configured(self) -> bool: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
 class Enricher:
     def __init__(
         self,
-        brain: Any,
-        router: ModelRouter | Any,
+        memory: MemoryService,
+        store: VectorStore,
+        router: ChatRouter,
         config: EnrichConfig,
+        *,
+        save_graph: Callable[[], None],
         on_changed: Callable[[str], None] = lambda _z: None,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.brain = brain
+        self.memory = memory
+        self.store = store
+        self.save_graph = save_graph
         self.stopping = stopping
         self.router = router
         self.cfg = config
@@ -83,7 +98,7 @@ class Enricher:
 
     # -- the job ----------------------------------------------------------------------------
     def run(self, zk_id: str) -> Outcome:
-        memory = self.brain.memory
+        memory = self.memory
         try:
             note = memory.get_payload(zk_id)
         except NoteNotFound:
@@ -100,7 +115,7 @@ class Enricher:
                 decided, similarity = self._links(note)
                 self._evolve(note, decided, similarity)
         finally:
-            self.brain.save_graph()  # one flush of the job's graph mutations
+            self.save_graph()  # one flush of the job's graph mutations
         return "enriched"
 
     # -- steps ------------------------------------------------------------------------------
@@ -110,7 +125,7 @@ class Enricher:
         if fields is None:
             self._failed("construct_note")
         assert fields is not None
-        memory = self.brain.memory
+        memory = self.memory
         # Holding the write lock makes "content unchanged" and the write one step: an update
         # that landed meanwhile has its own pending job, which will enrich the new content.
         with memory._write_lock:
@@ -139,12 +154,12 @@ class Enricher:
         return updated
 
     def _links(self, note: dict[str, Any]) -> tuple[list[tuple[str, str]], dict[str, float]]:
-        store = self.brain.store
+        store = self.store
         pts = store.retrieve([point_id(note["zk_id"])], with_vectors=True)
         if not pts or pts[0].dense is None:
             return [], {}
         flt = NOTE_FILTER.and_(Match("project", note["project"]), Match("memory_type", "permanent"),
-                               *tenancy.conditions(self.brain.memory.identity),
+                               *tenancy.conditions(self.memory.identity),
                                *tenancy.linkable(note.get("visibility", "shared")))
         hits = store.query_dense(pts[0].dense, flt, self.cfg.link_candidates + 1)
         hits = [h for h in hits if h.payload.get("zk_id") != note["zk_id"]]
@@ -163,7 +178,7 @@ class Enricher:
             if dst in note.get("links", []) and types.get(dst) == relation:
                 continue  # already there (a re-run of a half-finished job)
             try:
-                self.brain.memory.link(note["zk_id"], dst, relation)
+                self.memory.link(note["zk_id"], dst, relation)
             except NoteNotFound:
                 continue
             self._count("links_added")
@@ -179,7 +194,7 @@ class Enricher:
         decided: list[tuple[str, str]],
         similarity: dict[str, float],
     ) -> None:
-        memory = self.brain.memory
+        memory = self.memory
         for dst, _relation in decided:
             if similarity.get(dst, 0.0) < self.cfg.evolve_threshold:
                 continue

@@ -15,15 +15,18 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.hooks import client
+
+if TYPE_CHECKING:  # the brain these functions serve is built above them, in app.py
+    from brain.app import Brain
 
 log = logging.getLogger("brain.hooks")
 MAX_ENTRIES = 5000
 
 
-def _apply(brain: Any, entry: dict[str, Any]) -> str:
+def _apply(brain: Brain, entry: dict[str, Any]) -> str:
     """Apply one entry; returns the failure's note id for record_failure, else ""."""
     op, args = entry.get("op"), dict(entry.get("args") or {})
     if op == "call" and entry.get("name") == "record_failure":
@@ -57,7 +60,7 @@ def _entries(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def drain(brain: Any) -> int:
+def drain(brain: Brain) -> int:
     """Apply and remove the spool of ``brain``'s data dir; the number of entries applied.
     Never raises: the server starts whatever the spool holds."""
     from brain.identity import Identity, acting_as

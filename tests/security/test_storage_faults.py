@@ -161,14 +161,12 @@ def test_accept_loss_rebaselines_after_a_decision(settings: Settings) -> None:
 
 # ------------------------------------------------------------------------ snapshots
 def test_snapshot_restore_round_trip_brings_back_every_note(settings: Settings) -> None:
-    from brain import snapshots
-
     b = _open(settings)
     try:
         ids = [b.memory.add(f"decision {i}: use postgres {i} for the ledger",
                             project="ops").note["zk_id"] for i in range(15)]
         edges = b.graph.edges()
-        snap = snapshots.take(b)
+        snap = b.snapshots.take()
     finally:
         b.close()
     assert snap["points"] >= 16
@@ -206,7 +204,7 @@ def test_snapshots_keep_the_last_n(settings: Settings) -> None:
         names = []
         for i in range(3):
             b.memory.add(f"fact {i}")
-            names.append(snapshots.take(b)["name"])
+            names.append(b.snapshots.take()["name"])
     finally:
         b.close()
     assert [s["name"] for s in snapshots.list_snapshots(settings.home)] == names[1:]
