@@ -23,7 +23,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from brain.embed_remote import (
 )
 from brain.encoding import ModelRecord, PromptedEncoder, normalise
 from brain.errors import ModelUnavailable, UnsupportedEmbeddingDimension
+
+if TYPE_CHECKING:  # loaded on first use: importing it costs seconds
+    from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger(__name__)
 
@@ -181,16 +184,21 @@ def bundled_model_path(model_id: str) -> Path | None:
 class SentenceTransformerEmbedder(PromptedEncoder):
     """A local sentence-transformers model; loads lazily on first use, thread-safe."""
 
-    def __init__(self, record: ModelRecord, batch_size: int = 64, backend: str = "torch") -> None:
+    def __init__(
+        self,
+        record: ModelRecord,
+        batch_size: int = 64,
+        backend: Literal["torch", "onnx", "openvino"] = "torch",
+    ) -> None:
         self.record = record
         self._batch_size = batch_size
         self._backend = backend
-        self._model = None
-        self._tokenizer = None
+        self._model: SentenceTransformer | None = None
+        self._tokenizer: Any = None
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
 
-    def _load(self):  # noqa: ANN202 - returns a SentenceTransformer
+    def _load(self) -> SentenceTransformer:
         if self._model is not None:
             return self._model
         with self._lock:
@@ -217,7 +225,11 @@ class SentenceTransformerEmbedder(PromptedEncoder):
     def dimension(self) -> int:
         if self.record.dimension:
             return self.record.dimension
-        return int(self._load().get_sentence_embedding_dimension())
+        found = self._load().get_sentence_embedding_dimension()
+        if found is None:
+            raise ModelUnavailable(f"embedding model {self.record.id} does not say its dimension; "
+                                   "set BRAIN__EMBEDDING__DIMENSION")
+        return int(found)
 
     def _encode(self, texts: Sequence[str], prompt: str) -> np.ndarray:
         model = self._load()
@@ -321,5 +333,6 @@ def build_embedder(
         return OnnxEmbedder(record, Path(source), batch_size=batch_size,
                             quantize=backend == "onnx-int8")
     if record.provider == "sentence-transformers":
-        return SentenceTransformerEmbedder(record, batch_size=batch_size, backend=backend)
+        # onnx / onnx-int8 went to OnnxEmbedder above: what is left runs on torch.
+        return SentenceTransformerEmbedder(record, batch_size=batch_size)
     raise ModelUnavailable(f"no provider {record.provider!r} for model {record.id}")
