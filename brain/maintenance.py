@@ -30,7 +30,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tqdm import tqdm
 
@@ -68,7 +68,7 @@ def is_note(payload: dict[str, Any]) -> bool:
     return kind == "note" or (kind is None and isinstance(payload.get("zk_id"), str))
 
 
-def _type_ok(value: Any, expected: type | tuple[type, ...]) -> bool:
+def _type_ok(value: object, expected: type | tuple[type, ...]) -> bool:
     types = expected if isinstance(expected, tuple) else (expected,)
     if isinstance(value, bool):
         return bool in types
@@ -103,7 +103,7 @@ def validate(payload: dict[str, Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- migrations
-def _ts(value: Any) -> float:
+def _ts(value: object) -> float:
     dt = parse_iso(value) if isinstance(value, str) else None
     return dt.timestamp() if dt else 0.0
 
@@ -177,7 +177,7 @@ PATCHERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] 
 }
 
 
-def _bar(total: int | None, desc: str, enabled: bool) -> Any:
+def _bar(total: int | None, desc: str, enabled: bool) -> tqdm[NoReturn]:
     return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled, unit="pt")
 
 

@@ -39,7 +39,7 @@ from brain.errors import InvalidArgument, StoreLocked
 if TYPE_CHECKING:  # the brain these functions serve is built above them, in app.py
     from brain.app import Brain
 from brain.identity import Identity
-from brain.vector_store import Filter, Match, Point
+from brain.vector_store import Filter, Match, Point, VectorStore
 
 LOCK_FILE = "owner.lock"
 INFO_FILE = "owner.json"
@@ -279,7 +279,7 @@ REQUEST_FIELD = "request_id"
 class RequestStampingStore:
     """A VectorStore wrapper stamping new notes with the running request id."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: VectorStore) -> None:
         self._inner = inner
 
     def __getattr__(self, name: str) -> Any:

@@ -71,7 +71,7 @@ class SessionService:
         *,
         types: Sequence[str] = LIVE,
         pinned: bool = False,
-        **match: Any,
+        **match: str | int | bool,
     ) -> list[dict[str, Any]]:
         """Live notes of a project and kinds, newest first."""
         must: list[Condition | Filter] = [
