@@ -64,6 +64,7 @@ class Brain:
     graph: LinkGraph
     embedder: Embedder
     memory: MemoryService
+    _guarded: integrity.GuardedStore  # the store itself, under any wrapper (snapshots copy it)
 
     def __init__(
         self,
@@ -142,7 +143,7 @@ class Brain:
         if "files" in built:
             stops.append(("files", self.files.close))
         if "sources" in built:
-            stops += [("sources", self.sources.stop), ("sources", self.sources.registry.close)]
+            stops.append(("sources", self._close_sources))
         if "agentic" in built:
             stops.append(("agentic", self.agentic.stop))
         if "workers" in built:
@@ -152,6 +153,10 @@ class Brain:
                 stop()
             except Exception:  # noqa: BLE001 - closing goes on
                 log.exception("stopping %s failed", name)
+
+    def _close_sources(self) -> None:
+        self.sources.stop()
+        self.sources.registry.close()  # only once its threads are gone
 
     def _load_records(
         self, raw: VectorStore, space: integrity.SpaceGuard, embedder: Embedder
