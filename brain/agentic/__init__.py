@@ -305,6 +305,7 @@ class AgenticService:
                     self.mirror.enqueue(zk_id)
         return result
 
+
 def note_loader(memory: MemoryService) -> Callable[[str], dict[str, Any] | None]:
     """How the Obsidian mirror reads a note: its current payload, None once it is gone."""
 
@@ -329,7 +330,8 @@ class OfflineRouter:
         self.hard_model = hard_model
         self.daily_token_cap = daily_token_cap
 
-    def complete(self, messages: list[dict[str, Any]], tier: Any, max_tokens: int = 512) -> str:
+    def complete(self, messages: list[dict[str, Any]], tier: object, max_tokens: int = 512) -> str:
+        """Fails as ModelRouter does without a model (callers check ``configured`` first)."""
         raise LLMError("No chat model configured: set an OpenAI-compatible base URL or an API "
                        "key for HF Inference Providers.", mode="offline")
 
