@@ -198,9 +198,23 @@ class Brain:
 
     @functools.cached_property
     def sources(self) -> Any:
-        from brain.sources.service import build
+        from brain.identity import Identity
+        from brain.sources.service import SourcesConfig, SourcesDeps, SourcesService
 
-        return build(self)
+        s, sync = self.settings, self.settings.sync
+        deps = SourcesDeps(
+            store=self.store, embedder=self.embedder, bm25=self.bm25, paths=self.paths,
+            clock=self.clock, identity=Identity(s.identity.user_id, s.identity.agent_id),
+            model_id=self.meta.model, home=self.home,
+        )
+        cfg = SourcesConfig(
+            default_project=s.memory.default_project, concurrency=sync.concurrency,
+            max_scan_files=sync.max_scan_files, debounce_s=sync.debounce_s,
+            poll_interval_s=sync.poll_interval_s, embed_batch=sync.embed_batch,
+            grep_timeout_s=sync.grep_timeout_s, exact_max_points=s.retrieval.exact_max_points,
+            rrf_k=s.retrieval.rrf_k, candidates=s.retrieval.candidates,
+        )
+        return SourcesService(deps, cfg)
 
     @functools.cached_property
     def files(self) -> Any:
