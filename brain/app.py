@@ -218,9 +218,18 @@ class Brain:
 
     @functools.cached_property
     def files(self) -> Any:
-        from brain.files.service import build
+        from brain.files.service import FilesDeps, FilesService
+        from brain.identity import Identity
 
-        return build(self)
+        s = self.settings
+        deps = FilesDeps(
+            store=self.store, embedder=self.embedder, bm25=self.bm25, paths=self.paths,
+            clock=self.clock, identity=Identity(s.identity.user_id, s.identity.agent_id),
+            model_id=self.meta.model, home=self.home, default_project=s.memory.default_project,
+            redact_secrets=s.memory.redact_secrets,
+            exact_max_points=s.retrieval.exact_max_points,
+        )
+        return FilesService(deps, s.files)  # the live section: tests tune it at run time
 
     def _memory_config(self) -> MemoryConfig:
         s = self.settings

@@ -65,7 +65,7 @@ class SyncScheduler:
         self.clock = clock
         self.cfg = cfg
         self.queue = SyncQueue(self.run_job, cfg.concurrency)
-        self.watcher = SourceWatcher(self._watched, self.on_changes, int(cfg.debounce_s * 1000))
+        self.watcher = SourceWatcher(self.watched, self.on_changes, int(cfg.debounce_s * 1000))
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         self._started = False
@@ -132,7 +132,7 @@ class SyncScheduler:
         return {"deleted": n}
 
     # ------------------------------------------------------------------ watcher
-    def _watched(self) -> list[Watched]:
+    def watched(self) -> list[Watched]:
         return [
             Watched(r.id, r.root, SourceFilter(Path(r.root), r.exclude, r.include, r.use_gitignore))
             for r in self.registry.list()

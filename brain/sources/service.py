@@ -32,7 +32,7 @@ from brain.sources.queue import Job, SyncQueue
 from brain.sources.registry import Registry, SourceRecord, new_source_id
 from brain.sources.scheduler import SourcesConfig, SyncScheduler
 from brain.sources.walker import resolve_in_source
-from brain.sources.watcher import SourceWatcher
+from brain.sources.watcher import SourceWatcher, Watched
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
 __all__ = ["SourcesConfig", "SourcesDeps", "SourcesService", "start", "stop"]
@@ -103,6 +103,10 @@ class SourcesService:
     def _on_changes(self, source_id: str, rels: set[str], full: bool) -> None:
         """What the watcher sends for a batch of changed paths (tests call it directly)."""
         self.scheduler.on_changes(source_id, rels, full)
+
+    def _watched(self) -> builtins.list[Watched]:
+        """The sources the watcher follows (tests check who is left out)."""
+        return self.scheduler.watched()
 
     def idle(self) -> bool:
         return self.queue.idle()
