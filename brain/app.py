@@ -290,11 +290,36 @@ class Brain:
 
     @functools.cached_property
     def sources(self) -> SourcesService:
-        return SourcesService(self)
+        from brain.sources.service import SourcesConfig, SourcesDeps
+
+        s, sync = self.settings, self.settings.sync
+        deps = SourcesDeps(
+            store=self.store, embedder=self.embedder, bm25=self.bm25, paths=self.paths,
+            clock=self.clock, identity=self.identity,
+            model_id=self.meta.model, home=self.home,
+        )
+        cfg = SourcesConfig(
+            default_project=s.memory.default_project, concurrency=sync.concurrency,
+            max_scan_files=sync.max_scan_files, debounce_s=sync.debounce_s,
+            poll_interval_s=sync.poll_interval_s, embed_batch=sync.embed_batch,
+            grep_timeout_s=sync.grep_timeout_s, exact_max_points=s.retrieval.exact_max_points,
+            rrf_k=s.retrieval.rrf_k, candidates=s.retrieval.candidates,
+        )
+        return SourcesService(deps, cfg)
 
     @functools.cached_property
     def files(self) -> FilesService:
-        return FilesService(self)
+        from brain.files.service import FilesDeps
+
+        s = self.settings
+        deps = FilesDeps(
+            store=self.store, embedder=self.embedder, bm25=self.bm25, paths=self.paths,
+            clock=self.clock, identity=self.identity,
+            model_id=self.meta.model, home=self.home, default_project=s.memory.default_project,
+            redact_secrets=s.memory.redact_secrets,
+            exact_max_points=s.retrieval.exact_max_points,
+        )
+        return FilesService(deps, s.files)  # the live section: tests tune it at run time
 
     def _memory_config(self) -> MemoryConfig:
         s = self.settings

@@ -26,14 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ENTRY = ("brain/startup.py",)
 # Known and tracked, each to be removed by the change that fixes it (the test fails when an
 # entry no longer offends, so this list cannot outlive its reason). Nothing may be added here.
-KNOWN = {
-    # SourcesService / FilesService still take the Brain and read its settings: the sources
-    # and files split (issue 19) hands them typed collaborators and their settings section.
-    ("brain/sources/service.py", "settings read through the brain"),
-    ("brain/sources/service.py", "parameter brain: Any"),
-    ("brain/files/service.py", "settings read through the brain"),
-    ("brain/files/service.py", "parameter brain: Any"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _is_entry(rel: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -132,13 +133,15 @@ def test_ingest_returns_processing_then_ready(svc: FilesService, tmp_path: Path)
     assert payload["content_hash"] == rec["content_hash"] and payload["file_status"] == "ready"
 
 
-def test_same_bytes_under_two_names_is_one_record(svc: FilesService, tmp_path: Path) -> None:
+def test_same_bytes_under_two_names_is_one_record(
+    brain: Any, svc: FilesService, tmp_path: Path
+) -> None:
     first = ingest_ready(svc, write(tmp_path, "report.txt", long_text(5)))
     again = svc.ingest(write(tmp_path, "renamed/copy of report.txt", long_text(5)))
     assert again["deduped"] is True and again["id"] == first["id"]
     assert again["file_name"] == "report.txt" and again["status"] == "ready"
     assert [r["id"] for r in svc.list()] == [first["id"]]
-    assert raw_files(svc.brain) == []  # files.keep_raw = false: only the parsed text stays
+    assert raw_files(brain) == []  # files.keep_raw = false: only the parsed text stays
 
 
 def test_different_users_get_their_own_records(brain: Any, tmp_path: Path) -> None:
@@ -165,7 +168,9 @@ def test_different_users_get_their_own_records(brain: Any, tmp_path: Path) -> No
     assert blobs(brain) == []
 
 
-def test_file_over_the_cap_is_refused_and_nothing_stored(svc: FilesService, tmp_path: Path) -> None:
+def test_file_over_the_cap_is_refused_and_nothing_stored(
+    brain: Any, svc: FilesService, tmp_path: Path
+) -> None:
     big = tmp_path / "huge.pdf"
     with big.open("wb") as fh:
         fh.truncate(51 * 1024 * 1024)  # sparse: instant, no disk used
@@ -173,7 +178,7 @@ def test_file_over_the_cap_is_refused_and_nothing_stored(svc: FilesService, tmp_
         svc.ingest(big)
     assert err.value.code == "FILE_TOO_LARGE"
     assert "51.0 MB" in err.value.message and "50 MB" in err.value.message
-    assert svc.list() == [] and blobs(svc.brain) == []
+    assert svc.list() == [] and blobs(brain) == []
     assert not doc_chunks_any(svc)
 
 
@@ -193,7 +198,7 @@ BAD_PATHS = [
 ]
 
 
-def test_bad_paths_are_refused(svc: FilesService, tmp_path: Path) -> None:
+def test_bad_paths_are_refused(brain: Any, svc: FilesService, tmp_path: Path) -> None:
     for name, make, needle in BAD_PATHS:
         path = tmp_path / name
         if make == "dir":
@@ -203,7 +208,7 @@ def test_bad_paths_are_refused(svc: FilesService, tmp_path: Path) -> None:
         with pytest.raises(InvalidArgument) as err:
             svc.ingest(path)
         assert needle in err.value.message, name
-    assert svc.list() == [] and blobs(svc.brain) == []
+    assert svc.list() == [] and blobs(brain) == []
 
 
 # ------------------------------------------------------------------ failures
@@ -223,13 +228,15 @@ def test_truncated_pdf_fails_with_a_reason_and_others_keep_working(
     assert {r["status"] for r in svc.list()} == {"failed", "ready"}
 
 
-def test_unknown_format_is_stored_and_marked_failed(svc: FilesService, tmp_path: Path) -> None:
+def test_unknown_format_is_stored_and_marked_failed(
+    brain: Any, svc: FilesService, tmp_path: Path
+) -> None:
     rec = ingest_ready(svc, write(tmp_path, "data.xyz", b"\x00\x01binary"))
     assert rec["status"] == "failed" and "no parser" in rec["reason"]
-    assert raw_files(svc.brain) == []  # a failed upload leaves no bytes behind (issue 13)
+    assert raw_files(brain) == []  # a failed upload leaves no bytes behind (issue 13)
     again = svc.ingest(write(tmp_path, "data.xyz", b"\x00\x01binary"))
     assert again["id"] == rec["id"] and again["status"] == "processing"  # so it can retry
-    assert svc.wait(rec["id"], 30)["status"] == "failed" and raw_files(svc.brain) == []
+    assert svc.wait(rec["id"], 30)["status"] == "failed" and raw_files(brain) == []
 
 
 def test_failed_embedding_batch_fails_the_file_and_removes_its_points(
@@ -240,7 +247,7 @@ def test_failed_embedding_batch_fails_the_file_and_removes_its_points(
     brain.settings.files.embed_retries = 2
     brain.settings.files.retry_backoff_s = 0.01
     flaky = FlakyEmbedder(brain.embedder, fail_calls={2, 3, 4})  # batch 2 fails 3 times
-    svc = FilesService(brain, embedder=flaky)
+    svc = FilesService(replace(brain.files.deps, embedder=flaky), brain.settings.files)
     try:
         rec = ingest_ready(svc, write(tmp_path, "long.md", long_text()))
         assert rec["status"] == "failed"
@@ -256,7 +263,7 @@ def test_embedding_retry_recovers(brain: Any, tmp_path: Path) -> None:
     brain.settings.files.embed_batch = 4
     brain.settings.files.retry_backoff_s = 0.01
     flaky = FlakyEmbedder(brain.embedder, fail_calls={2, 3})  # two failures, then success
-    svc = FilesService(brain, embedder=flaky)
+    svc = FilesService(replace(brain.files.deps, embedder=flaky), brain.settings.files)
     try:
         rec = ingest_ready(svc, write(tmp_path, "long.md", long_text()))
         assert rec["status"] == "ready"
@@ -269,18 +276,18 @@ def test_embedding_retry_recovers(brain: Any, tmp_path: Path) -> None:
 
 
 def test_reprocess_after_chunk_size_change_leaves_no_leftover_points(
-    svc: FilesService, tmp_path: Path
+    brain: Any, svc: FilesService, tmp_path: Path
 ) -> None:
     rec = ingest_ready(svc, write(tmp_path, "long.md", long_text(60)))
     default_count = rec["chunks_count"]
-    svc.brain.settings.files.chunk_tokens = 40
+    brain.settings.files.chunk_tokens = 40
     small = svc.reprocess(rec["id"])
     assert small["status"] == "processing"
     small = svc.wait(rec["id"], 30)
     assert small["status"] == "ready" and small["chunks_count"] > default_count
     ids = {p.id for p in doc_chunks(svc.store, rec["id"])}
     assert ids == {chunk_point_id(rec["id"], i) for i in range(small["chunks_count"])}
-    svc.brain.settings.files.chunk_tokens = 120  # shrink the count: old tail points must go
+    brain.settings.files.chunk_tokens = 120  # shrink the count: old tail points must go
     svc.reprocess(rec["id"])
     large = svc.wait(rec["id"], 30)
     assert large["chunks_count"] < small["chunks_count"]
@@ -289,24 +296,26 @@ def test_reprocess_after_chunk_size_change_leaves_no_leftover_points(
         assert svc.embedder.count_tokens(point.payload["content"]) <= 120
 
 
-def test_chunk_budget_follows_the_model(svc: FilesService) -> None:
+def test_chunk_budget_follows_the_model(brain: Any, svc: FilesService) -> None:
     assert svc.chunk_budget() == (256 - 8, 32)
-    svc.brain.settings.files.chunk_tokens = 40
-    svc.brain.settings.files.overlap_tokens = 100
+    brain.settings.files.chunk_tokens = 40
+    brain.settings.files.overlap_tokens = 100
     assert svc.chunk_budget() == (40, 20)  # overlap never reaches the chunk size
 
 
-def test_max_chunks_caps_and_flags_truncation(svc: FilesService, tmp_path: Path) -> None:
-    svc.brain.settings.files.chunk_tokens = 20
-    svc.brain.settings.files.max_chunks = 3
+def test_max_chunks_caps_and_flags_truncation(
+    brain: Any, svc: FilesService, tmp_path: Path
+) -> None:
+    brain.settings.files.chunk_tokens = 20
+    brain.settings.files.max_chunks = 3
     rec = ingest_ready(svc, write(tmp_path, "long.md", long_text()))
     assert rec["status"] == "ready" and rec["chunks_count"] == 3 and rec["truncated"] is True
     assert svc.count_points(rec["id"]) == 3
 
 
-def test_pdf_chunks_keep_their_page(svc: FilesService, tmp_path: Path) -> None:
-    svc.brain.settings.files.chunk_tokens = 30
-    svc.brain.settings.files.overlap_tokens = 0
+def test_pdf_chunks_keep_their_page(brain: Any, svc: FilesService, tmp_path: Path) -> None:
+    brain.settings.files.chunk_tokens = 30
+    brain.settings.files.overlap_tokens = 0
     rec = ingest_ready(svc, write(tmp_path, "topics.pdf", make_pdf(TOPICS)))
     covered: set[int] = set()
     for point in doc_chunks(svc.store, rec["id"]):
@@ -335,7 +344,7 @@ def test_search_validates_limit_and_sees_only_ready_files(brain: Any, tmp_path: 
     brain.settings.files.chunk_tokens = 24
     brain.settings.files.embed_batch = 2
     gated = GatedEmbedder(brain.embedder)
-    svc = FilesService(brain, embedder=gated)
+    svc = FilesService(replace(brain.files.deps, embedder=gated), brain.settings.files)
     try:
         for bad in (0, 31):
             with pytest.raises(InvalidArgument):
@@ -361,21 +370,25 @@ def test_search_validates_limit_and_sees_only_ready_files(brain: Any, tmp_path: 
         svc.close()
 
 
-def test_search_with_vector_shares_one_query_embedding(svc: FilesService, tmp_path: Path) -> None:
+def test_search_with_vector_shares_one_query_embedding(
+    brain: Any, svc: FilesService, tmp_path: Path
+) -> None:
     ingest_ready(svc, write(tmp_path, "long.md", long_text()))
     qvec = svc.embedder.embed_query("brand colours typeface")
     by_text = svc.search("brand colours typeface", limit=5, threshold=0.1)
     by_vec = svc.search_with_vector(qvec, limit=5, threshold=0.1)
     assert by_text == by_vec and by_vec
     # notes never pick up document chunks
-    assert svc.brain.memory.search("brand colours typeface", 5) == []
+    assert brain.memory.search("brand colours typeface", 5) == []
 
 
-def test_delete_removes_record_points_and_bytes(svc: FilesService, tmp_path: Path) -> None:
+def test_delete_removes_record_points_and_bytes(
+    brain: Any, svc: FilesService, tmp_path: Path
+) -> None:
     rec = ingest_ready(svc, write(tmp_path, "long.md", long_text()))
     out = svc.delete(rec["id"])
     assert out == {"id": rec["id"], "file_name": "long.md", "deleted": True, "blob_removed": True}
-    assert svc.count_points(rec["id"]) == 0 and blobs(svc.brain) == [] and svc.list() == []
+    assert svc.count_points(rec["id"]) == 0 and blobs(brain) == [] and svc.list() == []
     for call in (svc.get, svc.delete, svc.reprocess):
         with pytest.raises(FileNotFound):
             call(rec["id"])
@@ -385,7 +398,7 @@ def test_interrupted_processing_resumes_at_next_start(brain: Any, tmp_path: Path
     brain.settings.files.chunk_tokens = 24
     brain.settings.files.embed_batch = 2
     gated = GatedEmbedder(brain.embedder)
-    first = FilesService(brain, embedder=gated)
+    first = FilesService(replace(brain.files.deps, embedder=gated), brain.settings.files)
     rec = first.ingest(write(tmp_path, "long.md", long_text()))
     assert gated.first_batch_done.wait(20)
     closer = threading.Thread(target=first.close)
@@ -395,7 +408,7 @@ def test_interrupted_processing_resumes_at_next_start(brain: Any, tmp_path: Path
     gated.gate.set()
     closer.join(20)
     assert brain.files.get(rec["id"])["status"] == "processing"
-    second = FilesService(brain)
+    second = FilesService(brain.files.deps, brain.settings.files)
     try:
         second.start()
         done = second.wait(rec["id"], 30)

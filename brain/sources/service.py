@@ -1,104 +1,118 @@
 """SourcesService: folders indexed into the brain, kept current, searchable three ways.
 
-``build(brain)`` makes the service; ``start(brain)`` / ``stop(brain)`` run its background
-work: the sync queue's workers, the watcher of ``auto`` sources and the scheduler of
-``interval`` sources. Every sync-shaped job goes through the one queue (see queue.py).
+The service is the API the tools call (add, list, update, remove, sync, jobs, search...).
+Its background work (the sync queue's workers, the watcher of ``auto`` sources and the
+timer of ``interval`` sources) is the :class:`~brain.sources.scheduler.SyncScheduler`;
+``start(brain)`` / ``stop(brain)`` run it. app.py builds the service from
+:class:`SourcesDeps` and a :class:`~brain.sources.scheduler.SourcesConfig`.
 """
 
 from __future__ import annotations
 
 import builtins
-import logging
 import os
-import random
-import threading
-import time
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from brain import tenancy
-from brain.clock import iso
+from brain.bm25 import BM25Encoder
+from brain.clock import Clock, iso
+from brain.embedder import Embedder
 from brain.errors import Conflict, Forbidden, InvalidArgument, PathOutsideSource, SourceNotFound
 from brain.identity import Identity
-from brain.limits import (
-    MAX_LABEL_CHARS,
-    MAX_QUERY_CHARS,
-    check_glob,
-    check_patterns,
-    check_tags,
-    too_large,
-)
-from brain.paths import LOCAL, SETTING_HINT, real_path
+from brain.limits import MAX_QUERY_CHARS, check_glob, check_patterns, check_tags, too_large
+from brain.paths import SETTING_HINT, PathPolicy, real_path
 from brain.sources import search as fs
-from brain.sources.filters import SourceFilter, is_floored
+from brain.sources import upkeep
+from brain.sources.arguments import check_fields, guard_home, parse_ts, rel_or_none
+from brain.sources.filters import is_floored
 from brain.sources.indexer import SOURCE_KINDS, Indexer
 from brain.sources.queue import Job, SyncQueue
-from brain.sources.registry import TRIGGERS, Registry, SourceRecord, new_source_id
-from brain.sources.walker import read_text_capped, resolve_in_source
+from brain.sources.registry import Registry, SourceRecord, new_source_id
+from brain.sources.scheduler import SourcesConfig, SyncScheduler
+from brain.sources.walker import resolve_in_source
 from brain.sources.watcher import SourceWatcher, Watched
-from brain.vector_store import Filter, Match, MatchAny, scroll_all
+from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
-log = logging.getLogger(__name__)
+__all__ = ["SourcesConfig", "SourcesDeps", "SourcesService", "start", "stop"]
 
-_FULL_AFTER_PATHS = 5000  # a watcher batch larger than this becomes a full reconcile
-_MIN_INTERVAL_S = 10.0
+
+@dataclass(frozen=True, slots=True)
+class SourcesDeps:
+    """Everything the sources touch besides their settings (app.py builds it)."""
+
+    store: VectorStore
+    embedder: Embedder
+    bm25: BM25Encoder
+    paths: PathPolicy  # every folder a caller names goes through it
+    clock: Clock
+    identity: Identity  # who acts outside a tool call (the settings identity)
+    model_id: str  # the model that built the store: stamped on every point
+    home: Path  # the data dir: sources.db lives in it, and no source indexes it
 
 
 class SourcesService:
-    def __init__(self, brain: Any) -> None:
-        self.brain = brain
-        s = brain.settings
-        self.settings = s
-        self.registry = Registry(Path(brain.home) / "sources.db", tenancy.settings_identity(s))
+    def __init__(self, deps: SourcesDeps, cfg: SourcesConfig) -> None:
+        self.deps = deps
+        self.cfg = cfg
+        self.store = deps.store
+        self.paths = deps.paths
+        self.clock = deps.clock
+        self.registry = Registry(Path(deps.home) / "sources.db", deps.identity)
         self.indexer = Indexer(
-            brain.store,
-            brain.embedder,
-            brain.bm25,
+            deps.store,
+            deps.embedder,
+            deps.bm25,
             self.registry,
-            model_id=brain.meta.model,
-            user_id=s.identity.user_id,
-            embed_batch=s.sync.embed_batch,
-            max_scan_files=s.sync.max_scan_files,
+            model_id=deps.model_id,
+            user_id=deps.identity.user_id,
+            embed_batch=cfg.embed_batch,
+            max_scan_files=cfg.max_scan_files,
         )
-        self.queue = SyncQueue(self._run_job, s.sync.concurrency)
-        self.watcher = SourceWatcher(self._watched, self._on_changes, int(s.sync.debounce_s * 1000))
-        self._stop = threading.Event()
-        self._scheduler: threading.Thread | None = None
-        self._started = False
+        self.scheduler = SyncScheduler(
+            self.registry, self.indexer, deps.store, deps.paths, deps.clock, cfg
+        )
         # Removed sources, so their jobs stay visible to their owner and no one else.
         self._gone: dict[str, SourceRecord] = {}
 
     @property
     def caller(self) -> Identity:
         """Who is asking: every source it names or lists is filtered for it (tenancy.py)."""
-        return tenancy.resolve(self.settings)
+        return tenancy.caller(self.deps.identity)
+
+    @property
+    def queue(self) -> SyncQueue:
+        return self.scheduler.queue
+
+    @property
+    def watcher(self) -> SourceWatcher:
+        return self.scheduler.watcher
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        self._stop.clear()
-        self.queue.start()
-        self.watcher.start()
-        self._scheduler = threading.Thread(
-            target=self._schedule_loop, name="sync-scheduler", daemon=True
-        )
-        self._scheduler.start()
-        for rec in self.registry.list():  # catch up with changes made while we were down
-            if rec.trigger == "auto":
-                self.queue.submit(rec.id, rec.project, "sync", reason="startup")
+        self.scheduler.start()
 
     def stop(self) -> None:
-        if not self._started:
-            return
-        self._stop.set()
-        self.watcher.stop()
-        self.queue.stop()
-        if self._scheduler is not None:
-            self._scheduler.join(timeout=5)
-        self._started = False
+        self.scheduler.stop()
+
+    def scheduler_tick(self) -> builtins.list[str]:
+        """Enqueue every interval source that is due; returns their names."""
+        return self.scheduler.tick()
+
+    def _on_changes(self, source_id: str, rels: set[str], full: bool) -> None:
+        """What the watcher sends for a batch of changed paths (tests call it directly)."""
+        self.scheduler.on_changes(source_id, rels, full)
+
+    def _watched(self) -> builtins.list[Watched]:
+        """The sources the watcher follows (tests check who is left out)."""
+        return self.scheduler.watched()
+
+    def idle(self) -> bool:
+        return self.queue.idle()
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        return self.scheduler.wait_idle(timeout)
 
     # ------------------------------------------------------------------ sources
     def add(
@@ -116,7 +130,7 @@ class SourcesService:
         visibility: str = tenancy.SHARED,
     ) -> dict[str, Any]:
         who, visibility = self.caller, tenancy.check_visibility(visibility)
-        real = self.brain.paths.source_root(path)  # Forbidden outside the caller's roots
+        real = self.paths.source_root(path)  # Forbidden outside the caller's roots
         if not Path(real).is_dir():
             raise InvalidArgument(
                 f"{path} is not a folder; pass the path of an existing folder.", path=str(path)
@@ -127,21 +141,21 @@ class SourcesService:
                 "add the project folder instead.",
                 path=real,
             )
-        exclude = self._guard_home(real, check_patterns(exclude, "exclude"))
+        exclude = guard_home(self.deps.home, real, check_patterns(exclude, "exclude"))
         include = check_patterns(include, "include")
         name = (name or Path(real).name or "root").strip()
-        self._check_fields(trigger, max_scan_files, interval_s, name)
+        check_fields(trigger, max_scan_files, interval_s, name)
         for rec in self.registry.list(self.caller):  # others' names and roots are not taken
             if rec.name == name:
                 raise Conflict(f"a source named {name!r} exists; pick another name.", name=name)
             if os.path.realpath(rec.root) == real:
                 raise Conflict(f"{real} is already the source {rec.name!r}.", source=rec.name)
-        now = iso(self.brain.clock.now())
+        now = iso(self.clock.now())
         rec = SourceRecord(
             id=new_source_id(),
             name=name,
             root=real,
-            project=project or self.settings.memory.default_project,
+            project=project or self.cfg.default_project,
             trigger=trigger,
             exclude=exclude,
             include=list(include or []),
@@ -160,29 +174,6 @@ class SourcesService:
         job = self.queue.submit(rec.id, rec.project, "sync", reason="added") if sync else None
         return {"source": self.describe(rec), "job": job.to_dict() if job else None}
 
-    def _guard_home(self, root: str, exclude: list[str]) -> list[str]:
-        """Add the data dir to the excludes when it lies inside the source: never index it."""
-        home = os.path.realpath(self.brain.home)
-        if home.startswith(root + os.sep):
-            pattern = "/" + Path(os.path.relpath(home, root)).as_posix() + "/"
-            if pattern not in exclude:
-                exclude = [*exclude, pattern]
-        return exclude
-
-    def _check_fields(
-        self, trigger: str, max_scan_files: int | None, interval_s: float | None, name: str
-    ) -> None:
-        if trigger not in TRIGGERS:
-            raise InvalidArgument(f"trigger must be one of {list(TRIGGERS)}, not {trigger!r}.")
-        if not name or len(name) > MAX_LABEL_CHARS or "/" in name:
-            raise InvalidArgument(
-                f"name must be 1-{MAX_LABEL_CHARS} characters without '/'.", name=name
-            )
-        if max_scan_files is not None and max_scan_files < 1:
-            raise InvalidArgument("max_scan_files must be at least 1 (or null for the default).")
-        if interval_s is not None and interval_s < _MIN_INTERVAL_S:
-            raise InvalidArgument(f"interval_s must be at least {_MIN_INTERVAL_S:g} seconds.")
-
     def get(self, key: str) -> SourceRecord:
         """A source the caller may see; another's is reported exactly as a missing one."""
         rec = self.registry.find(key, self.caller)
@@ -192,7 +183,7 @@ class SourcesService:
                 f"no source {key!r}; known sources: {names or 'none'} (add one with add_source).",
                 source=key,
             )
-        if not self.brain.paths.reaches(rec.root):
+        if not self.paths.reaches(rec.root):
             raise Forbidden(
                 f"the source {rec.name!r} lies outside the folders this caller may reach; "
                 f"{SETTING_HINT}.",
@@ -211,7 +202,7 @@ class SourcesService:
             "exclude": rec.exclude,
             "include": rec.include,
             "max_scan_files": rec.max_scan_files,
-            "effective_max_scan_files": rec.max_scan_files or self.settings.sync.max_scan_files,
+            "effective_max_scan_files": rec.max_scan_files or self.cfg.max_scan_files,
             "interval_s": rec.interval_s if rec.trigger == "interval" else None,
             "use_gitignore": rec.use_gitignore,
             "visibility": rec.visibility,
@@ -226,7 +217,7 @@ class SourcesService:
         return [
             self.describe(r)
             for r in self.registry.list(self.caller)
-            if project in (None, r.project) and self.brain.paths.reaches(r.root)
+            if project in (None, r.project) and self.paths.reaches(r.root)
         ]
 
     def update(self, key: str, **changes: Any) -> dict[str, Any]:
@@ -246,7 +237,7 @@ class SourcesService:
             raise InvalidArgument(f"cannot update {sorted(bad)}; updatable: {sorted(allowed)}.")
         changes = {k: v for k, v in changes.items() if v is not None or k == "max_scan_files"}
         merged = {**rec.to_dict(), **changes}
-        self._check_fields(
+        check_fields(
             merged["trigger"], merged["max_scan_files"], merged["interval_s"], merged["name"]
         )
         if "name" in changes:
@@ -257,9 +248,9 @@ class SourcesService:
             if key_ in changes:
                 changes[key_] = check_patterns(changes[key_], key_)
         if "exclude" in changes:
-            changes["exclude"] = self._guard_home(rec.root, changes["exclude"])
+            changes["exclude"] = guard_home(self.deps.home, rec.root, changes["exclude"])
         # patch, not save: a running job may be writing the snapshot meanwhile
-        new = self.registry.patch(rec.id, **changes, updated=iso(self.brain.clock.now()))
+        new = self.registry.patch(rec.id, **changes, updated=iso(self.clock.now()))
         if new is None:
             raise SourceNotFound(f"source {key!r} was removed meanwhile.", source=key)
         if "project" in changes and changes["project"] != rec.project:
@@ -275,9 +266,9 @@ class SourcesService:
 
     def _retag_project(self, rec: SourceRecord) -> None:
         flt = Filter(must=(Match("source_id", rec.id), MatchAny("kind", SOURCE_KINDS)))
-        ids = [p.id for p in scroll_all(self.brain.store, flt)]
+        ids = [p.id for p in scroll_all(self.store, flt)]
         for i in range(0, len(ids), 512):
-            self.brain.store.set_payload(ids[i : i + 512], {"project": rec.project})
+            self.store.set_payload(ids[i : i + 512], {"project": rec.project})
 
     def remove(self, key: str, purge: bool = False) -> dict[str, Any]:
         rec = self.get(key)
@@ -377,124 +368,17 @@ class SourcesService:
             return {"cancelled": [j.id for j in self.queue.cancel_source(rec.id)]}
         raise InvalidArgument("pass job_id or source to cancel.")
 
-    def _run_job(self, job: Job) -> dict[str, Any]:
-        if job.kind == "purge":
-            return self._purge(job.source_id)
-        rec = self.registry.find(job.source_id)
-        if rec is None:
-            return {"skipped": "source removed"}
-        try:  # background work belongs to no caller: the local policy applies
-            self.brain.paths.check_source(rec.root, LOCAL)
-        except Forbidden as exc:
-            log.warning("source %s not synced: %s", rec.name, exc.message)
-            return {"skipped": exc.message}
-        started = iso(self.brain.clock.now())
-        paths = job.paths if job.kind == "targeted" else None
-        mode = {"rescan": "rescan", "reembed": "reembed"}.get(job.kind, "sync")
-        stats = self.indexer.run(rec, job, paths=paths, mode=mode, scope=job.scope)
-        result = stats.to_dict()
-        status = "cancelled" if stats.cancelled else "done"
-        self.registry.patch(
-            rec.id,
-            last_run={
-                "job_id": job.id,
-                "kind": job.kind,
-                "status": status,
-                "started": started,
-                "finished": iso(self.brain.clock.now()),
-                "stats": result,
-            },
-        )
-        return result
-
-    def _purge(self, source_id: str) -> dict[str, Any]:
-        flt = Filter(must=(Match("source_id", source_id), MatchAny("kind", SOURCE_KINDS)))
-        n = self.brain.store.count(flt)
-        self.brain.store.delete_by_filter(flt)
-        self.registry.clear_states(source_id)
-        return {"deleted": n}
-
-    # ------------------------------------------------------------------ controls
+    # ------------------------------------------------------------------ upkeep
     def reembed(
         self, key: str, path: str | None = None, confirm: bool = False, sample: int = 16
     ) -> dict[str, Any]:
         """Embed a source, folder or file again; without ``confirm`` only estimate the time."""
         rec = self.get(key)
-        scope = None
-        if path:
-            real = resolve_in_source(Path(rec.root), path)
-            scope = Path(os.path.relpath(real, rec.root)).as_posix()
-            scope = None if scope == "." else scope
-        states = self.registry.file_states(rec.id)
-        chosen = {
-            r: s
-            for r, s in states.items()
-            if scope is None or r == scope or r.startswith(scope + "/")
-        }
-        chunks = sum(s.n_chunks for s in chosen.values())
-        if not confirm:
-            per_chunk = self._sample_seconds(rec, list(chosen), sample)
-            low, high = chunks * per_chunk * 0.7, chunks * per_chunk * 1.6
-            return {
-                "source": rec.name,
-                "scope": scope or "/",
-                "files": len(chosen),
-                "chunks": chunks,
-                "estimate_s": [round(low, 1), round(high, 1)],
-                "confirm_required": True,
-                "note": "nothing was embedded; call again with confirm=true to run",
-            }
-        job = self.queue.submit(rec.id, rec.project, "reembed", scope=scope, reason="reembed")
-        return {
-            "source": rec.name,
-            "scope": scope or "/",
-            "files": len(chosen),
-            "chunks": chunks,
-            "job": job.to_dict(),
-        }
-
-    def _sample_seconds(self, rec: SourceRecord, rels: builtins.list[str], n: int) -> float:
-        """Seconds per chunk: chunk and embed a random sample of files in scope."""
-        if not rels:
-            return 0.0
-        texts: builtins.list[str] = []
-        for rel in random.Random(0).sample(rels, min(n, len(rels))):
-            try:
-                text, _ = read_text_capped(Path(rec.root) / rel, 20_000, root=rec.root)
-            except OSError:
-                continue
-            if text and text.strip():
-                texts.extend(p.text for p in self.indexer.chunk(text)[:4])
-        if not texts:
-            return 0.0
-        texts = texts[:32]
-        t0 = time.perf_counter()
-        self.brain.embedder.embed_documents(texts)
-        return (time.perf_counter() - t0) / len(texts) * 1.15  # + indexing overhead
+        return upkeep.reembed(rec, self.registry, self.queue, self.indexer, path, confirm, sample)
 
     def repair_orphans(self, dry_run: bool = True) -> dict[str, Any]:
         """Points of sources that no longer exist: count them, delete unless ``dry_run``."""
-        known = tuple(r.id for r in self.registry.list())
-        mine = tenancy.conditions(self.caller)  # only the caller's orphans, seen or deleted
-        flt = Filter(
-            must=(MatchAny("kind", SOURCE_KINDS), *mine),
-            must_not=(MatchAny("source_id", known),) if known else (),
-        )
-        by_source: dict[str, int] = {}
-        for p in scroll_all(
-            self.brain.store, Filter(must=(Match("kind", "file"), *mine), must_not=flt.must_not)
-        ):
-            sid = str(p.payload.get("source_id"))
-            by_source[sid] = by_source.get(sid, 0) + 1
-        points = self.brain.store.count(flt)
-        if not dry_run and points:
-            self.brain.store.delete_by_filter(flt)
-        return {
-            "dry_run": dry_run,
-            "orphan_points": points,
-            "orphan_files_by_source": by_source,
-            "deleted": 0 if dry_run else points,
-        }
+        return upkeep.repair_orphans(self.store, self.registry, self.caller, dry_run)
 
     # ------------------------------------------------------------------ search
     def search(
@@ -528,8 +412,14 @@ class SourcesService:
         scope.path_glob = check_glob(path_glob) if path_glob else None
         scope.categories = tuple(check_tags(category, "category"))
         scope.tags = tuple(check_tags(tags))
-        scope.created_after, scope.created_before = _ts(created_after), _ts(created_before)
-        scope.modified_after, scope.modified_before = _ts(modified_after), _ts(modified_before)
+        scope.created_after, scope.created_before = (
+            parse_ts(created_after),
+            parse_ts(created_before),
+        )
+        scope.modified_after, scope.modified_before = (
+            parse_ts(modified_after),
+            parse_ts(modified_before),
+        )
         base = {"mode": search_mode, "sources": [s.name for s in scope.sources]}
         if not scope.sources:
             return {**base, "results": [], "count": 0}
@@ -546,16 +436,16 @@ class SourcesService:
         return {**base, **extra, "results": results, "count": len(results)}
 
     def _deps(self) -> fs.SearchDeps:
-        r = self.settings.retrieval
+        c = self.cfg
         return fs.SearchDeps(
-            self.brain.store,
-            self.brain.embedder,
-            self.brain.bm25,
+            self.store,
+            self.deps.embedder,
+            self.deps.bm25,
             self.registry,
-            r.exact_max_points,
-            r.rrf_k,
-            r.candidates,
-            self.settings.sync.grep_timeout_s,
+            c.exact_max_points,
+            c.rrf_k,
+            c.candidates,
+            c.grep_timeout_s,
         )
 
     def _scope(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:
@@ -566,8 +456,8 @@ class SourcesService:
     def _scope_of(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:
         recs = [self.get(source)] if source else self.registry.list(self.caller)
         if source:  # grep reads the live files: the root must still be what was added
-            self.brain.paths.check_source(recs[0].root)
-        recs = [r for r in recs if self.brain.paths.source_ok(r.root)]
+            self.paths.check_source(recs[0].root)
+        recs = [r for r in recs if self.paths.source_ok(r.root)]
         if project:
             recs = [r for r in recs if r.project == project]
         if not folder:
@@ -579,7 +469,7 @@ class SourcesService:
                     folder=folder,
                 )
             real = resolve_in_source(Path(recs[0].root), folder)
-            return fs.Scope(recs, _rel_or_none(recs[0].root, real))
+            return fs.Scope(recs, rel_or_none(recs[0].root, real))
         real = Path(real_path(folder))
         owners = [r for r in recs if real == Path(r.root) or Path(r.root) in real.parents]
         if not owners:
@@ -589,89 +479,23 @@ class SourcesService:
                 path=folder,
             )
         rec = max(owners, key=lambda r: len(r.root))
-        return fs.Scope([rec], _rel_or_none(rec.root, real))
-
-    # ------------------------------------------------------------------ background
-    def _watched(self) -> builtins.list[Watched]:
-        return [
-            Watched(r.id, r.root, SourceFilter(Path(r.root), r.exclude, r.include, r.use_gitignore))
-            for r in self.registry.list()
-            if r.trigger == "auto" and self.brain.paths.source_ok(r.root, LOCAL)
-        ]
-
-    def _on_changes(self, source_id: str, rels: set[str], full: bool) -> None:
-        rec = self.registry.find(source_id)
-        if rec is None or rec.trigger != "auto":
-            return
-        if full or len(rels) > _FULL_AFTER_PATHS:
-            self.queue.submit(rec.id, rec.project, "sync", reason="watcher-reconcile")
-        else:
-            self.queue.submit(rec.id, rec.project, "targeted", paths=rels, reason="watcher")
-
-    def scheduler_tick(self) -> builtins.list[str]:
-        """Enqueue every interval source that is due; returns their names."""
-        now = self.brain.clock.now().timestamp()
-        due = []
-        for rec in self.registry.list():
-            if rec.trigger != "interval":
-                continue
-            interval = rec.interval_s or 3600.0
-            last = _ts(rec.last_run.get("finished")) if rec.last_run else None
-            if last is None or now - last >= interval:
-                self.queue.submit(rec.id, rec.project, "sync", reason="interval")
-                due.append(rec.name)
-        return due
-
-    def _schedule_loop(self) -> None:
-        while not self._stop.wait(self.settings.sync.poll_interval_s):
-            try:
-                self.scheduler_tick()
-            except Exception:  # noqa: BLE001 - retried on the next tick
-                log.exception("sync scheduler tick failed")
-
-    def idle(self) -> bool:
-        return self.queue.idle()
-
-    def wait_idle(self, timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.queue.idle():
-                return True
-            time.sleep(0.05)
-        return False
+        return fs.Scope([rec], rel_or_none(rec.root, real))
 
 
-def _rel_or_none(root: str, real: Path) -> str | None:
-    rel = Path(os.path.relpath(real, root)).as_posix()
-    return None if rel == "." else rel
+class _HasSources(Protocol):
+    """The application as its start and stop hooks see it."""
+
+    __dict__: dict[str, Any]
+
+    @property
+    def sources(self) -> SourcesService: ...
 
 
-def _ts(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidArgument(
-            f"bad date {value!r}: use ISO 8601 like 2026-01-31 or 2026-01-31T12:00:00Z.",
-            value=value,
-        ) from exc
-    if dt.tzinfo is None:
-        from datetime import UTC
-
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
-
-
-def build(brain: Any) -> SourcesService:
-    return SourcesService(brain)
-
-
-def start(brain: Any) -> None:
+def start(brain: _HasSources) -> None:
     brain.sources.start()
 
 
-def stop(brain: Any) -> None:
+def stop(brain: _HasSources) -> None:
     svc = brain.__dict__.get("sources")  # never build the service just to stop it
     if svc is not None:
         svc.stop()

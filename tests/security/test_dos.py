@@ -334,7 +334,7 @@ def test_a_file_interrupted_again_and_again_is_failed_not_resumed(
     assert brain.files.wait(rec["id"], timeout=30)["status"] == "ready"
     # As left by repeated kill -9 during processing: still 'processing', attempts used up.
     brain.files.records.update(rec["id"], status="processing", attempts=99)
-    svc = FilesService(brain)
+    svc = FilesService(brain.files.deps, brain.settings.files)
     svc.start()
     try:
         done = svc.wait(rec["id"], timeout=10)
