@@ -31,6 +31,7 @@ from brain.identity import Identity
 from brain.identity import current as current_identity
 from mcp_surface import owner_rpc
 from mcp_surface.owner_endpoint import calls_path
+from mcp_surface.tool_errors import CodedToolError
 
 log = logging.getLogger("brain.routing")
 
@@ -135,7 +136,7 @@ class Proxy:
             if self.host.local:
                 return None
             if self.host.failed is not None:
-                raise ToolError(str(self.host.failed))
+                raise CodedToolError.of(self.host.failed)
             link = self._link
             if link is not None and not link.lost.is_set():
                 if link.ready.is_set():
@@ -147,7 +148,7 @@ class Proxy:
                         if self._link is not None:
                             self.host.start_soon(self._run_link, self._link)
             if time.monotonic() > deadline:
-                raise ToolError(f"[OWNER_UNAVAILABLE] {own.held_message(self.home)}")
+                raise CodedToolError("OWNER_UNAVAILABLE", own.held_message(self.home))
             await anyio.sleep(0.01)
 
     def _new_link(self) -> _Link | None:
@@ -170,9 +171,10 @@ class Proxy:
         while True:
             attempts += 1
             if attempts > MAX_ATTEMPTS:
-                raise ToolError(
-                    f"[OWNER_UNAVAILABLE] {name} failed {MAX_ATTEMPTS} times reaching the owner; "
-                    f"{own.held_message(self.home)}"
+                raise CodedToolError(
+                    "OWNER_UNAVAILABLE",
+                    f"{name} failed {MAX_ATTEMPTS} times reaching the owner; "
+                    f"{own.held_message(self.home)}",
                 )
             link = await self._current_link(deadline)
             if link is None:  # the owner died and this process took over
@@ -192,14 +194,19 @@ class Proxy:
             except _OwnerLost as lost:
                 maybe_reached = maybe_reached or lost.maybe_reached
                 if maybe_reached and name not in RETRY_SAFE:
-                    raise ToolError(
-                        f"[OWNER_LOST] the owner process stopped (or its connection broke) "
-                        f"during {name}; it may or may not have been applied. Check (e.g. "
-                        "search_memory) before retrying."
+                    raise CodedToolError(
+                        "OWNER_LOST",
+                        f"the owner process stopped (or its connection broke) during {name}; "
+                        "it may or may not have been applied. Check (e.g. search_memory) "
+                        "before retrying.",
                     ) from None
                 log.info("owner pid %s lost during %s; retrying", link.info.pid, name)
                 continue
-            return ToolResult.from_mcp_result(CallToolResult.model_validate(res))
+            result = CallToolResult.model_validate(res)
+            refused = CodedToolError.of_result(result)
+            if refused is not None:  # the owner's coded error is this server's own
+                raise refused
+            return ToolResult.from_mcp_result(result)
 
     async def _call(self, link: _Link, frame: dict[str, Any]) -> dict[str, Any]:
         """Send one call over the link; a channel that closes under it means the owner may

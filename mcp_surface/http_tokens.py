@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastmcp.exceptions import ToolError
 from fastmcp.server.auth import TokenVerifier
 from fastmcp.server.auth.auth import AccessToken
 from fastmcp.server.dependencies import get_access_token
@@ -20,6 +19,7 @@ from brain import owner as own
 from brain import paths
 from brain.identity import Identity, acting_as
 from config import Settings
+from mcp_surface.tool_errors import CodedToolError
 
 
 class HttpTokenVerifier(TokenVerifier):
@@ -78,7 +78,7 @@ class TokenIdentity(Middleware):
         token = get_access_token()
         claims = token.claims if token is not None else {}
         if not claims.get("user_id") or not claims.get("agent_id"):
-            raise ToolError("[UNAUTHORIZED] this call carries no caller identity")
+            raise CodedToolError("UNAUTHORIZED", "this call carries no caller identity")
         with acting_as(Identity(claims["user_id"], claims["agent_id"])), paths.via(paths.HTTP):
             return await call_next(context)
 

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import uvicorn
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
+from fastmcp.exceptions import ValidationError
 from fastmcp.server.auth import TokenVerifier
 from fastmcp.server.dependencies import get_http_headers
 from fastmcp.server.middleware import Middleware, MiddlewareContext
@@ -37,7 +37,9 @@ from brain.identity import Identity, acting_as
 from brain.notes import public_note
 from brain.owner_report import report
 from mcp_surface import owner_rpc
+from mcp_surface.args import argument_error
 from mcp_surface.http_tokens import OwnerTokenVerifier
+from mcp_surface.tool_errors import CodedToolError
 
 META = "opencode-brain"  # key of our entry in a forwarded request's _meta
 CLIENT_HEADER = "x-brain-client-pid"
@@ -181,10 +183,23 @@ class OwnerEndpoint:
     # -------------------------------------------------------------- calls
     async def _serve_call(self, frame: dict[str, Any], pid: int) -> dict[str, Any]:
         """Run one call sent over the call channel, as its caller, stamped with its request
-        id; a resent add_memory whose note exists is answered from that note."""
+        id; a resent add_memory whose note exists is answered from that note. A refused call
+        is answered with its structured error result, as the proxy's own client gets it."""
+        try:
+            res = await self._run_call(frame, pid)
+        except ValidationError as exc:  # the proxy forwards unchecked arguments: type them here
+            res = argument_error(exc).result()
+        except CodedToolError as exc:
+            res = exc.result()
+        wire = CallToolResult(
+            content=res.content, structured_content=res.structured_content, is_error=res.is_error
+        )
+        return wire.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _run_call(self, frame: dict[str, Any], pid: int) -> ToolResult:
         ident = frame.get("caller") or {}
         if not ident.get("user_id") or not ident.get("agent_id"):
-            raise ToolError("[UNAUTHORIZED] a forwarded call must name its caller")
+            raise CodedToolError("UNAUTHORIZED", "a forwarded call must name its caller")
         caller = Identity(str(ident["user_id"]), str(ident["agent_id"]))
         self.seen(pid, caller, call=True)
         name, args = str(frame["name"]), dict(frame.get("args") or {})
@@ -200,10 +215,7 @@ class OwnerEndpoint:
                     res = await self._sibling.call_tool(name, args, run_middleware=False)
             finally:
                 own.current_request.reset(token)
-        wire = CallToolResult(
-            content=res.content, structured_content=res.structured_content, is_error=res.is_error
-        )
-        return wire.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return res
 
     async def _deduplicated(self, request_id: str) -> ToolResult | None:
         brain = self.state.brain
@@ -289,7 +301,7 @@ class SiblingCalls(Middleware):
         meta = _our_meta(context)
         ident = meta.get("identity") or {}
         if not ident.get("user_id") or not ident.get("agent_id"):
-            raise ToolError("[UNAUTHORIZED] a forwarded call must name its caller")
+            raise CodedToolError("UNAUTHORIZED", "a forwarded call must name its caller")
         caller = Identity(str(ident["user_id"]), str(ident["agent_id"]))
         if str(meta.get("pid", "")).isdigit():
             self.endpoint.seen(int(meta["pid"]), caller, call=True)

@@ -8,11 +8,14 @@ surrogate in an argument, an unready or unreachable owner) is raised as :class:`
 - ``content``: one text block ``[CODE] message``, what an agent reads (and what fastmcp's
   client raises as ``ToolError``), unchanged from the text-only errors before;
 - ``structuredContent``: ``{"error": {"code", "message", "details"}}`` for a program, which
-  never has to parse the text (fastmcp's own answer to a raised ``ToolError`` is text only). Every tool's output schema is a plain object, and the MCP
-  clients skip output validation on an error result, so this passes both.
+  never has to parse the text (fastmcp's own answer to a raised ``ToolError`` is text only).
+  Every tool's output schema is a plain object, and MCP clients skip output validation on an
+  error result, so this passes both.
 
-The owner's call channel sends the same result to a proxy (routing_owner.py), so a call
-forwarded from another process ends the same way.
+A call made in process (``FastMCP.call_tool``) gets the ``CodedToolError`` raised instead, as
+that method promises. The owner's call channel sends the error result to a proxy
+(owner_endpoint.py), which raises it again as its own (forwarding.py), so a call forwarded
+from another process ends the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
-from mcp.types import TextContent
+from mcp.types import CallToolResult, TextContent
 
 from brain.errors import BrainError
 from mcp_surface.text_guard import as_text
@@ -45,6 +48,16 @@ class CodedToolError(ToolError):
     @classmethod
     def of(cls, exc: BrainError) -> CodedToolError:
         return cls(exc.code, exc.message, exc.details)
+
+    @classmethod
+    def of_result(cls, result: CallToolResult) -> CodedToolError | None:
+        """The coded error an error result carries (one :meth:`result` made), else None."""
+        err = (result.structured_content or {}).get("error") if result.is_error else None
+        if not isinstance(err, dict) or not isinstance(err.get("code"), str):
+            return None
+        details = err.get("details")
+        message = str(err.get("message", ""))
+        return cls(err["code"], message, details if isinstance(details, dict) else None)
 
     def payload(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "details": self.details}

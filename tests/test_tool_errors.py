@@ -3,15 +3,24 @@
 Through a real fastmcp Client on the in-memory transport, over a real brain (issue 19: errors
 no longer lose their details at the edge). Each failure kind has its own path to the wire: a
 service's BrainError (the gate in mcp_server.py), a schema violation (TypedArgumentErrors) and
-a lone surrogate (ValidText, before any tool runs).
+a lone surrogate (ValidText, before any tool runs). Last, the same through a second server
+process that forwards its calls to the owner of the data dir (real stdio processes).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 from fastmcp.exceptions import ToolError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def _error(client: Any, tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -70,3 +79,45 @@ async def test_a_successful_call_has_no_error(client) -> None:  # noqa: ANN001
     assert not res.is_error
     assert "error" not in res.structured_content
     assert res.structured_content["note"]["zk_id"].startswith("ZK-")
+
+
+def _stdio(home: Path, agent: str) -> Client:
+    env = {**os.environ, "BRAIN__HOME": str(home), "BRAIN__EMBEDDING__MODEL": "offline/hash-384",
+           "BRAIN__IDENTITY__AGENT_ID": agent, "PYTHONPATH": str(ROOT),
+           "BRAIN__WORKERS__ENRICHMENT__ENABLED": "false"}
+    transport = StdioTransport(command=sys.executable, args=[str(ROOT / "mcp_server.py")],
+                               env=env, cwd=str(ROOT), keep_alive=False)
+    return Client(transport, timeout=120)
+
+
+async def test_a_forwarded_call_keeps_its_structured_error(tmp_path: Path) -> None:
+    async with AsyncExitStack() as stack:
+        owner = await stack.enter_async_context(_stdio(tmp_path, "owner"))
+        await owner.call_tool("brain_stats", {})  # the first server owns the data dir
+        proxy = await stack.enter_async_context(_stdio(tmp_path, "proxy"))
+        # Refused by the owner's service, sent back over the call channel.
+        text, err = await _error(proxy, "get_related", {"zk_id": "ZK-00000000"})
+        assert err["code"] == "NOTE_NOT_FOUND"
+        assert text == f"[NOTE_NOT_FOUND] {err['message']}"
+        # Refused by the owner's schema: typed as it is without a proxy in between.
+        text, err = await _error(proxy, "get_related", {"zk_id": "ZK-1", "depth": 9})
+        assert err["code"] == "INVALID_ARGUMENT"
+        assert [p["field"] for p in err["details"]["problems"]] == ["depth"]
+        assert text.startswith("[INVALID_ARGUMENT] invalid arguments: depth: ")
+        with pytest.raises(ToolError, match=r"^\[NOTE_NOT_FOUND\] "):
+            await proxy.call_tool("get_related", {"zk_id": "ZK-00000000"})
+        stats = (await proxy.call_tool("brain_stats", {})).structured_content
+        assert stats["data_dir"] == str(tmp_path)  # the proxy answers, from the owner's brain
+
+
+async def test_every_output_schema_admits_the_error_shape(client) -> None:  # noqa: ANN001
+    """A client that validated an error result against the tool's output schema anyway would
+    still accept it: no tool's schema requires fields an error result lacks."""
+    import jsonschema
+
+    error = {"error": {"code": "INVALID_ARGUMENT", "message": "m", "details": {"field": "x"}}}
+    tools = await client.list_tools()
+    assert len(tools) > 30
+    for tool in tools:
+        if tool.output_schema is not None:
+            jsonschema.validate(error, tool.output_schema)
