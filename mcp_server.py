@@ -1,15 +1,14 @@
 """opencode-brain MCP server: the tool surface over the brain's services.
 
 Each tool converts arguments, calls one service method in a worker thread, and shapes the
-result; ``BrainError`` becomes an MCP tool error carrying its stable code. Run it with
+result; ``BrainError`` becomes an MCP error result carrying its stable code and details, as
+``[CODE] message`` text and as ``structuredContent.error`` (mcp_surface/tool_errors.py). Run it with
 ``python mcp_server.py`` or ``brain serve`` (stdio); nothing but MCP messages go to stdout.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.util
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -19,7 +18,6 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -31,6 +29,7 @@ from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
+from mcp_surface import agentic, files, sources, workflow  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
     OptProject,
     Query,
@@ -57,6 +56,7 @@ from mcp_surface.recall import (  # noqa: E402
     recall_from,
 )
 from mcp_surface.text_guard import ValidText, as_text  # noqa: E402
+from mcp_surface.tool_errors import CodedToolError, StructuredErrors  # noqa: E402
 
 log = logging.getLogger("brain.mcp")
 
@@ -113,7 +113,8 @@ def create_server(
             yield {"brain": state.brain, "router": router}
 
     mcp = FastMCP("opencode-brain", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth)
-    mcp.add_middleware(ValidText())  # first, so no tool or forwarder sees a lone surrogate
+    mcp.add_middleware(StructuredErrors())  # outermost: every coded error, text + structure
+    mcp.add_middleware(ValidText())  # next, so no tool or forwarder sees a lone surrogate
     mcp.add_middleware(TypedArgumentErrors())
     if http:
         mcp.add_middleware(routing.TokenIdentity())
@@ -127,14 +128,14 @@ def create_server(
         (its HTTP token's or forwarded identity, else the settings identity over stdio),
         so every service filters for it (brain/tenancy.py)."""
         if state.brain is None:
-            raise ToolError("[NOT_READY] the brain is still starting; retry in a moment")
+            raise CodedToolError("NOT_READY", "the brain is still starting; retry in a moment")
         b = state.brain
         caller = tenancy.caller(tenancy.settings_identity(b.settings))
         try:
             with acting_as(caller):  # worker threads inherit it: anyio copies the context
                 return as_text(await anyio.to_thread.run_sync(functools.partial(fn, b)))
         except BrainError as exc:
-            raise ToolError(as_text(str(exc))) from exc
+            raise CodedToolError.of(exc) from exc
 
     @mcp.tool(annotations=WRITE)
     async def add_memory(
@@ -234,14 +235,13 @@ def create_server(
         return await call(lambda b: b.stats())
 
     for group in TOOL_GROUPS:
-        name = f"mcp_surface.{group}"
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name).register(mcp, call)
+        group.register(mcp, call)
     return mcp
 
 
-# Tool groups in mcp_surface/, registered after the core memory tools above.
-TOOL_GROUPS: tuple[str, ...] = ("workflow", "agentic", "sources", "files")
+# Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
+# a group that is missing or fails to import stops the server instead of vanishing.
+TOOL_GROUPS = (workflow, agentic, sources, files)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """The owner's status report (owner, clients, queue depths, store health): built by the owner
 for ``brain status`` over its socket (mcp_surface/routing.py) and by the CLI when no server
-runs (brain/cli_owner.py), so neither imports the other."""
+runs (brain/cli/owner.py), so neither imports the other."""
 
 from __future__ import annotations
 

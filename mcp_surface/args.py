@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
@@ -38,6 +38,7 @@ from brain.limits import (
     MAX_TAGS,
     MAX_TEXT_CHARS,
 )
+from mcp_surface.tool_errors import CodedToolError
 
 # -- strings ------------------------------------------------------------------------------
 # Note-sized text: the schema holds the hard ceiling, the service the configured cap
@@ -96,19 +97,24 @@ class TypedArgumentErrors(Middleware):
         try:
             return await call_next(context)
         except ValidationError as exc:
-            cause = exc.__cause__
-            if not isinstance(cause, PydanticValidationError):
-                raise ToolError(f"[INVALID_ARGUMENT] {exc}") from exc
-            raise ToolError(_describe(cause)) from exc
+            raise argument_error(exc) from exc
 
 
-def _describe(error: PydanticValidationError) -> str:
-    problems = error.errors(include_url=False, include_context=True, include_input=False)
+def argument_error(exc: ValidationError) -> CodedToolError:
+    """The typed error for arguments that break a tool's schema; ``details.problems`` lists
+    each broken field and what is wrong with it (never the value sent)."""
+    cause = exc.__cause__
+    if not isinstance(cause, PydanticValidationError):
+        return CodedToolError("INVALID_ARGUMENT", str(exc))
+    problems = cause.errors(include_url=False, include_context=True, include_input=False)
     too_large = any(p["type"] in ("string_too_long", "too_long") for p in problems)
-    parts = []
-    for p in problems[:5]:
-        where = ".".join(str(x) for x in p["loc"] if not isinstance(x, int)) or "arguments"
-        parts.append(f"{where}: {p['msg']}")
+    listed = [{"field": _where(p["loc"]), "problem": p["msg"]} for p in problems[:5]]
+    parts = [f"{p['field']}: {p['problem']}" for p in listed]
     code = "CONTENT_TOO_LARGE" if too_large else "INVALID_ARGUMENT"
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-    return f"[{code}] invalid arguments: {'; '.join(parts)}{more}; see the tool's schema"
+    message = f"invalid arguments: {'; '.join(parts)}{more}; see the tool's schema"
+    return CodedToolError(code, message, {"problems": listed, "count": len(problems)})
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(x) for x in loc if not isinstance(x, int)) or "arguments"

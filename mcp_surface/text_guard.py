@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 
 from brain.errors import InvalidArgument
@@ -72,6 +71,7 @@ class ValidText(Middleware):
             if where:
                 err = InvalidArgument(
                     f"{where!s} holds a lone UTF-16 surrogate (e.g. \\ud800), which is not "
-                    "text: send valid Unicode (a surrogate pair, or the character itself)")
-                raise ToolError(str(err))
+                    "text: send valid Unicode (a surrogate pair, or the character itself)",
+                    field=as_text(where))
+                raise err  # answered as a structured error (tool_errors.py)
         return await call_next(context)

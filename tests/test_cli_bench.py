@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import brain.cli_bench as cli_bench
+import brain.cli.bench as cli_bench
 from brain.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]

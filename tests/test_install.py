@@ -180,7 +180,7 @@ def test_plugin_injects_the_hook_output_and_kills_a_late_hook(
     """The plugin as OpenCode calls it: session.created runs the session-start hook and its
     output goes into the system prompt; a hook that hangs is killed at the deadline and
     nothing is injected (no process left behind)."""
-    from brain.cli_install import Options, render_plugin
+    from brain.cli.install import Options, render_plugin
 
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON)

@@ -311,7 +311,7 @@ async def test_cli_refuses_while_a_server_owns_the_dir(home: Path, hook_dir: Pat
         assert f"served by pid {pid}" in str(err.value)
         assert "stop it or retry" in str(err.value)
 
-        from brain.cli_owner import _ask_owner
+        from brain.cli.owner import _ask_owner
 
         report = await anyio.to_thread.run_sync(
             lambda: _ask_owner(own.read_info(home), own.read_owner_token(home))

@@ -1,4 +1,5 @@
-"""``brain`` maintenance commands: health, migrate, export, import, maintenance, restore-backup.
+"""``brain`` maintenance commands: stats, health, migrate, export, import, maintenance,
+restore-backup.
 
 Each prints JSON to stdout and progress bars to stderr; ``health`` and ``maintenance`` exit
 with 1 when any payload is invalid (CI-safe), bad input exits with 1 and changes nothing.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from brain.cli import open_brain, print_json
+from brain.cli.common import open_brain, print_json
 
 MIGRATION_NAMES = ("memory-schema", "note-kind", "memory-type")
 
@@ -60,7 +61,15 @@ def add_home(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", default=None, help="data dir (default: BRAIN__HOME)")
 
 
+def stats(args: argparse.Namespace) -> int:  # noqa: ARG001
+    with open_brain() as brain:
+        print_json(brain.stats())
+    return 0
+
+
 def register(sub: Any) -> None:
+    p = sub.add_parser("stats", help="counts, graph size, backend and model")
+    p.set_defaults(func=stats)
     p = sub.add_parser("health", help="validate every note payload; exit 1 if any is invalid")
     add_home(p)
     p.set_defaults(func=health)

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from brain import owner as own
+from brain.cli.common import open_brain, print_json
 from brain.owner_report import report
 
 
@@ -26,7 +27,6 @@ def _ask_owner(info: own.OwnerInfo, token: str) -> dict[str, Any]:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from brain.cli import open_brain, print_json
     from config import load_settings
 
     home = load_settings().home

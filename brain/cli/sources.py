@@ -12,21 +12,11 @@ import os
 import time
 from typing import Any
 
-
-def _open() -> Any:
-    from brain.cli import open_brain
-
-    return open_brain()
-
-
-def _print(data: Any) -> None:
-    from brain.cli import print_json
-
-    print_json(data)
+from brain.cli.common import open_brain, print_json
 
 
 def _add(args: argparse.Namespace) -> int:
-    with _open() as b:
+    with open_brain() as b:
         res = b.sources.add(
             os.path.abspath(os.path.expanduser(args.path)),  # the shell's cwd is the base
             args.name,
@@ -38,13 +28,13 @@ def _add(args: argparse.Namespace) -> int:
             args.interval_s,
             sync=False,
         )
-        _print(res["source"])
+        print_json(res["source"])
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    with _open() as b:
-        _print(b.sources.list(args.project))
+    with open_brain() as b:
+        print_json(b.sources.list(args.project))
     return 0
 
 
@@ -62,23 +52,23 @@ def _update(args: argparse.Namespace) -> int:
         )
         if getattr(args, k) is not None
     }
-    with _open() as b:
-        _print(b.sources.update(args.source, **changes)["source"])
+    with open_brain() as b:
+        print_json(b.sources.update(args.source, **changes)["source"])
     return 0
 
 
 def _remove(args: argparse.Namespace) -> int:
-    with _open() as b:
-        _print(b.sources.remove(args.source, purge=args.purge))
+    with open_brain() as b:
+        print_json(b.sources.remove(args.source, purge=args.purge))
     return 0
 
 
 def _sync(args: argparse.Namespace) -> int:
-    with _open() as b:
+    with open_brain() as b:
         svc = b.sources
         job = svc.rescan(args.source) if args.rescan else svc.sync(args.source)
         job = follow(svc, job["job_id"], show=not args.quiet)
-        _print(job)
+        print_json(job)
         return 0 if job["status"] == "done" else 1
 
 
@@ -110,8 +100,8 @@ def follow(svc: Any, job_id: str, show: bool = True) -> dict[str, Any]:
 
 
 def _fs_search(args: argparse.Namespace) -> int:
-    with _open() as b:
-        _print(
+    with open_brain() as b:
+        print_json(
             b.sources.search(
                 args.query,
                 args.mode,
@@ -130,8 +120,8 @@ def _fs_search(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    with _open() as b:
-        _print(b.sources.repair_orphans(dry_run=not args.delete))
+    with open_brain() as b:
+        print_json(b.sources.repair_orphans(dry_run=not args.delete))
     return 0
 
 

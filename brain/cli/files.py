@@ -7,24 +7,13 @@ import os
 import sys
 from typing import Any
 
+from brain.cli.common import open_brain, print_json
 from brain.errors import BrainError
-
-
-def _open() -> Any:
-    from brain.cli import open_brain
-
-    return open_brain()
-
-
-def _print(data: Any) -> None:
-    from brain.cli import print_json
-
-    print_json(data)
 
 
 def _ingest(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
-    with _open() as brain:
+    with open_brain() as brain:
         for path in args.paths:
             try:
                 # a relative path is the shell's: resolve it against this cwd
@@ -38,7 +27,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 if "id" in r else r
                 for r in results
             ]  # fmt: skip
-    _print(results)
+    print_json(results)
     bad = [r for r in results if "error" in r or r.get("status") == "failed"]
     for r in bad:
         reason = r["error"]["message"] if "error" in r else r.get("reason")
@@ -47,35 +36,35 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with _open() as brain:
-        _print(brain.files.list(args.status))
+    with open_brain() as brain:
+        print_json(brain.files.list(args.status))
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    with _open() as brain:
-        _print(brain.files.get(args.file_id))
+    with open_brain() as brain:
+        print_json(brain.files.get(args.file_id))
     return 0
 
 
 def _search(args: argparse.Namespace) -> int:
-    with _open() as brain:
-        _print(brain.files.search(args.query, args.limit, args.file_name, args.threshold))
+    with open_brain() as brain:
+        print_json(brain.files.search(args.query, args.limit, args.file_name, args.threshold))
     return 0
 
 
 def _reprocess(args: argparse.Namespace) -> int:
-    with _open() as brain:
+    with open_brain() as brain:
         rec = brain.files.reprocess(args.file_id)
         if not args.no_wait:
             rec = brain.files.wait(rec["id"], args.timeout)
-        _print(rec)
+        print_json(rec)
     return 1 if rec.get("status") == "failed" else 0
 
 
 def _delete(args: argparse.Namespace) -> int:
-    with _open() as brain:
-        _print(brain.files.delete(args.file_id))
+    with open_brain() as brain:
+        print_json(brain.files.delete(args.file_id))
     return 0
 
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # the source checkout holding brain/ and bench/
+ROOT = Path(__file__).resolve().parents[2]  # the source checkout holding brain/ and bench/
 
 
 def _bench(args: argparse.Namespace) -> int:

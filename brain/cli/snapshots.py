@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from brain.cli import open_brain, print_json
+from brain.cli.common import open_brain, print_json
 
 
 def _settings() -> Any:

@@ -33,7 +33,7 @@ from typing import Any
 from brain import hooks
 from brain.errors import InvalidArgument
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(hooks.__file__).resolve().parent / "run.py"
 PLUGIN_TEMPLATE = Path(hooks.__file__).resolve().parent / "opencode_plugin.js"
 SERVER_KEY = "brain"

@@ -1,0 +1,36 @@
+"""The ``brain`` command: serve, stats and the maintenance commands of each area.
+
+Each module of this package adds its subcommands with ``register(subparsers)``, each with
+``func(args) -> int``; ``COMMANDS`` lists them in the order ``brain --help`` shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from brain.cli import bench, files, install, maintenance, owner, serve, snapshots, sources
+from brain.cli.common import open_brain, print_json
+from brain.errors import BrainError
+
+COMMANDS = (serve, maintenance, sources, files, bench, owner, snapshots, install)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="brain", description="opencode-brain memory server")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except BrainError as exc:
+        print(f"brain: {exc}", file=sys.stderr)
+        return 1
+
+
+__all__ = ["COMMANDS", "build_parser", "main", "open_brain", "print_json"]

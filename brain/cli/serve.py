@@ -1,0 +1,33 @@
+"""``brain serve [--http]``: start the MCP server.
+
+The one place the product reaches up into the tool layer: the command line sits in
+``brain/`` (it is the installed ``brain`` script), while the server it launches lives above
+it in ``mcp_server.py``. The import is made when the command runs, by name, so nothing else of
+``brain/`` loads the MCP framework; ``tests/test_layering.py`` lists it as the only known
+upward import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+
+def _serve(args: argparse.Namespace) -> int:
+    mcp_server = importlib.import_module("mcp_server")
+    argv = ["--http"] if args.http else []
+    if args.host:
+        argv += ["--host", args.host]
+    if args.port:
+        argv += ["--port", str(args.port)]
+    mcp_server.main(argv)
+    return 0
+
+
+def register(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="start the MCP server (stdio by default)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead")
+    serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
+    serve.set_defaults(func=_serve)

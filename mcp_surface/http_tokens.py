@@ -1,0 +1,89 @@
+"""Bearer tokens: who an HTTP caller is, and who may use the owner's sibling endpoint.
+
+``brain serve --http`` checks each request's token with :class:`HttpTokenVerifier` and
+:class:`TokenIdentity` makes the call act as the identity it maps to. The owner's sibling
+endpoint admits only holders of the per-election ``owner.token`` (:class:`OwnerTokenVerifier`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastmcp.server.auth import TokenVerifier
+from fastmcp.server.auth.auth import AccessToken
+from fastmcp.server.dependencies import get_access_token
+from fastmcp.server.middleware import Middleware, MiddlewareContext
+
+from brain import owner as own
+from brain import paths
+from brain.identity import Identity, acting_as
+from config import Settings
+from mcp_surface.tool_errors import CodedToolError
+
+
+class HttpTokenVerifier(TokenVerifier):
+    """``brain serve --http``: the home token acts as the configured identity; tokens in
+    ``tokens.json`` (stored as digests) each act as their own user/agent."""
+
+    def __init__(self, home: Path, default: Identity) -> None:
+        super().__init__()
+        self.home = Path(home)
+        self.default = default
+        self.token, self.token_path, self.created = own.http_token(self.home)
+        self._tokens: dict[str, Identity] = {}
+        self._mtime = -1.0
+
+    def _identities(self) -> dict[str, Identity]:
+        path = self.home / own.TOKENS_FILE
+        mtime = path.stat().st_mtime if path.exists() else 0.0
+        if mtime != self._mtime:
+            self._tokens, self._mtime = own.load_tokens(self.home), mtime
+        return self._tokens
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        ident: Identity | None
+        if own.same_token(token, self.token):
+            ident = self.default
+        else:
+            ident = self._identities().get(own.token_digest(token or ""))
+            if ident is None:
+                return None
+        return AccessToken(
+            token=token,
+            client_id=ident.agent_id,
+            scopes=[],
+            claims={"user_id": ident.user_id, "agent_id": ident.agent_id},
+        )
+
+
+class OwnerTokenVerifier(TokenVerifier):
+    """The owner's sibling endpoint: only holders of ``owner.token`` (same OS user)."""
+
+    def __init__(self, token: str = "") -> None:
+        super().__init__()
+        self.token = token  # set at each election; empty admits nobody
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not own.same_token(token, self.token):
+            return None
+        return AccessToken(token=token, client_id="sibling", scopes=[], claims={"sibling": True})
+
+
+class TokenIdentity(Middleware):
+    """HTTP front: every call acts as the identity its bearer token maps to (both parts:
+    a call without an agent would fall back to the settings identity in the tool gate)."""
+
+    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+        token = get_access_token()
+        claims = token.claims if token is not None else {}
+        if not claims.get("user_id") or not claims.get("agent_id"):
+            raise CodedToolError("UNAUTHORIZED", "this call carries no caller identity")
+        with acting_as(Identity(claims["user_id"], claims["agent_id"])), paths.via(paths.HTTP):
+            return await call_next(context)
+
+
+def http_auth(settings: Settings) -> HttpTokenVerifier:
+    return HttpTokenVerifier(
+        settings.home, Identity(settings.identity.user_id, settings.identity.agent_id)
+    )
