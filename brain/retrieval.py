@@ -142,12 +142,14 @@ def fuse(
             share = code_share(list(cands.values()))
             dense_weight += (code_dense_weight - dense_weight) * share
         _score(cands.values(), dense, sparse, method, dense_weight)
-    # Equal scores are common under rrf (the n-th hit of one leg ties the n-th of the other):
-    # they rank by their best leg rank, the dense leg first, so the order follows the legs'
-    # own orders. Note ids are random, so an id tie-break ranked the same notes differently
-    # from one store to the next (the bench's rrf row moved in the 3rd decimal between runs).
+    # Equal scores are common under rrf (the n-th hit of one leg ties the n-th of the other,
+    # ranks (2, 5) tie ranks (5, 2)): they rank by their best leg rank, then by the dense
+    # rank, so the order follows the legs' own orders. Note ids are random, so an id
+    # tie-break ranked the same notes differently from one store to the next (the bench's
+    # rrf row moved in the 3rd decimal between runs). No two candidates reach the id.
     return sorted(cands.values(), key=lambda c: (
-        -c.score, min(c.ranks.values()), "dense" not in c.ranks, c.id))
+        -c.score, min(c.ranks.values()), c.ranks.get("dense", math.inf),
+        c.ranks.get("bm25", math.inf), c.id))
 
 
 def _score(

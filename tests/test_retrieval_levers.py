@@ -86,6 +86,11 @@ def test_rrf_ties_follow_the_legs_not_the_ids() -> None:
     first = ranking({"d0": "a", "d1": "b", "s0": "c", "s1": "d"})
     assert first == ranking({"d0": "d", "d1": "c", "s0": "b", "s1": "a"})
     assert first == ["d0", "s0", "d1", "s1"]
+    # Both legs saw both notes, in opposite orders: ranks (0, 1) and (1, 0) tie.
+    for x, y in (("a", "b"), ("b", "a")):
+        both = fuse([Hit(x, 0.9, {}), Hit(y, 0.8, {})], [Hit(y, 9.0, {}), Hit(x, 8.0, {})],
+                    "rrf", rrf_k=rrf_k)
+        assert [c.id for c in both] == [x, y]
 
 
 def test_every_fusion_is_handed_its_numbers() -> None:
