@@ -4,20 +4,24 @@ Fusions (``settings.retrieval.fusion``):
 - ``dbsf`` (default): distribution-based score fusion. Each leg's scores are normalised by
   the distribution of that leg's own candidate scores (mean +- 3 standard deviations mapped
   to 0..1), then mixed with the dense weight. The weight follows what the candidates are:
-  ``dense_weight`` (0.45) for prose, ``code_dense_weight`` (0.8) when they are source code,
-  in between for a mix. Natural-language questions share many words with notes written in
-  prose (chat logs, decisions), where BM25 is the stronger witness, and few with code, where
-  the dense leg is (LoCoMo vs CoSQA in BENCHMARKS.md; one fixed weight lost on one of them).
+  ``dense_weight`` for prose, ``code_dense_weight`` when they are source code, in between for
+  a mix. Natural-language questions share many words with notes written in prose (chat logs,
+  decisions), where BM25 is the stronger witness, and few with code, where the dense leg is
+  (LoCoMo vs CoSQA in BENCHMARKS.md; one fixed weight lost on one of them).
 - ``rrf``: plain reciprocal rank fusion (k = ``rrf_k``), the textbook baseline.
 - ``weighted``: the earlier fusion: dense cosine + BM25 / best BM25, mixed by weight.
 - ``dense`` / ``bm25``: one leg alone (baselines).
+
+Every number here (weights, ``rrf_k``, candidates) comes from the caller: their defaults are
+defined once, in config.py's RetrievalSettings. A fusion that does not use a number takes
+None for it.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,14 +111,15 @@ def _normalised(hits: Sequence[Hit]) -> dict[str, float]:
 def fuse(
     dense: Sequence[Hit],
     sparse: Sequence[Hit],
-    method: str = "dbsf",
-    dense_weight: float = 0.5,
-    rrf_k: int = 60,
+    method: str,
+    dense_weight: float | None = None,
+    rrf_k: int | None = None,
     code_dense_weight: float | None = None,
 ) -> list[Candidate]:
-    """One ranking of the union of both legs' hits. ``code_dense_weight`` (dbsf and weighted):
-    the dense weight used when the candidates are source code; with a mix, the weight moves
-    from ``dense_weight`` toward it by the share of code among the candidates. Natural-language
+    """One ranking of the union of both legs' hits. ``dense_weight`` is needed by dbsf and
+    weighted, ``rrf_k`` by rrf. ``code_dense_weight`` (dbsf and weighted): the dense weight
+    used when the candidates are source code; with a mix, the weight moves from
+    ``dense_weight`` toward it by the share of code among the candidates. Natural-language
     queries share few words with code, so BM25 is a weaker witness there than on prose."""
     cands: dict[str, Candidate] = {}
     for rank, hit in enumerate(dense):
@@ -125,29 +130,49 @@ def fuse(
         c = cands.setdefault(hit.id, Candidate(hit.id, hit.payload))
         c.bm25 = hit.score
         c.ranks["bm25"] = rank
-    if code_dense_weight is not None and method in ("dbsf", "weighted") and dense and sparse:
-        share = code_share(list(cands.values()))
-        dense_weight += (code_dense_weight - dense_weight) * share
     if method == "rrf":
+        if rrf_k is None:
+            raise ValueError("rrf fusion needs rrf_k (settings.retrieval.rrf_k)")
         for c in cands.values():
             c.score = sum(1.0 / (rrf_k + r + 1) for r in c.ranks.values())
-    elif method == "dbsf":
+    else:
+        if dense_weight is None:
+            raise ValueError(f"{method} fusion needs dense_weight (settings.retrieval.dense_weight)")
+        if code_dense_weight is not None and method in ("dbsf", "weighted") and dense and sparse:
+            share = code_share(list(cands.values()))
+            dense_weight += (code_dense_weight - dense_weight) * share
+        _score(cands.values(), dense, sparse, method, dense_weight)
+    # Equal scores are common under rrf (the n-th hit of one leg ties the n-th of the other,
+    # ranks (2, 5) tie ranks (5, 2)): they rank by their best leg rank, then by the dense
+    # rank, so the order follows the legs' own orders. Note ids are random, so an id
+    # tie-break ranked the same notes differently from one store to the next (the bench's
+    # rrf row moved in the 3rd decimal between runs). No two candidates reach the id.
+    return sorted(cands.values(), key=lambda c: (
+        -c.score, min(c.ranks.values()), c.ranks.get("dense", math.inf),
+        c.ranks.get("bm25", math.inf), c.id))
+
+
+def _score(
+    cands: Iterable[Candidate], dense: Sequence[Hit], sparse: Sequence[Hit], method: str,
+    dense_weight: float,
+) -> None:
+    """dbsf or weighted fused scores, ``dense_weight`` on the dense leg."""
+    if method == "dbsf":
         nd, ns = _normalised(dense), _normalised(sparse)
         # A candidate one leg did not return scores as that leg's weakest returned hit.
         dmin = min(nd.values(), default=0.0)
         smin = min(ns.values(), default=0.0)
         wd = dense_weight if dense and sparse else (1.0 if dense else 0.0)
-        for c in cands.values():
+        for c in cands:
             c.score = wd * nd.get(c.id, dmin) + (1.0 - wd) * ns.get(c.id, smin)
-    else:
-        top_bm25 = max((h.score for h in sparse), default=0.0) or 1.0
-        floor = min((h.score for h in dense), default=0.0)
-        for c in cands.values():
-            # A hit the dense leg did not return is at best as similar as its weakest hit.
-            sim = c.similarity if c.similarity is not None else floor
-            kw = (c.bm25 or 0.0) / top_bm25
-            c.score = dense_weight * max(sim, 0.0) + (1.0 - dense_weight) * kw
-    return sorted(cands.values(), key=lambda c: (-c.score, c.id))
+        return
+    top_bm25 = max((h.score for h in sparse), default=0.0) or 1.0
+    floor = min((h.score for h in dense), default=0.0)
+    for c in cands:
+        # A hit the dense leg did not return is at best as similar as its weakest hit.
+        sim = c.similarity if c.similarity is not None else floor
+        kw = (c.bm25 or 0.0) / top_bm25
+        c.score = dense_weight * max(sim, 0.0) + (1.0 - dense_weight) * kw
 
 
 def hybrid(
@@ -157,10 +182,10 @@ def hybrid(
     flt: Filter | None,
     limit: int,
     *,
-    candidates: int = 50,
-    method: str = "dbsf",
-    dense_weight: float = 0.5,
-    rrf_k: int = 60,
+    candidates: int,
+    method: str,
+    dense_weight: float | None = None,
+    rrf_k: int | None = None,
     exact: bool = False,
     code_dense_weight: float | None = None,
 ) -> list[Candidate]:

@@ -189,6 +189,7 @@ def _pid(zk: str) -> str:
 def test_dbsf_follows_the_confident_leg() -> None:
     from brain.retrieval import fuse
     from brain.vector_store import Hit
+    from config import RetrievalSettings
 
     # Dense: flat scores (cannot tell its hits apart); BM25: one hit far above the rest.
     dense = [Hit(f"d{i}", 0.50 - i * 0.001, {}) for i in range(20)]
@@ -198,5 +199,6 @@ def test_dbsf_follows_the_confident_leg() -> None:
     dense = [Hit("c", 0.9, {}), *(Hit(f"d{i}", 0.30 - i * 0.001, {}) for i in range(19))]
     sparse = [Hit(f"s{i}", 5.0 - i * 0.01, {}) for i in range(20)]
     assert fuse(dense, sparse, "dbsf", 0.55)[0].id == "c"
-    # Plain RRF cannot tell: the two rank-1 hits tie and the id breaks the tie.
-    assert {c.id for c in fuse(dense, sparse, "rrf")[:2]} == {"c", "s0"}
+    # Plain RRF cannot tell: the two rank-1 hits tie (their legs' ranks break the tie).
+    rrf_k = RetrievalSettings().rrf_k
+    assert {c.id for c in fuse(dense, sparse, "rrf", rrf_k=rrf_k)[:2]} == {"c", "s0"}

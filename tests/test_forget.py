@@ -62,7 +62,7 @@ async def test_reclamation_after_grace_retires_the_id(brain: Brain, client, monk
         await client.call_tool("restore_note", {"zk_id": a})
     # The retired id is never handed out again.
     ids = iter([a, "ZK-0000ABCD"])
-    monkeypatch.setattr("brain.memory.new_zk_id", lambda: next(ids))
+    monkeypatch.setattr("brain.memory.write.new_zk_id", lambda: next(ids))
     assert brain.memory.add("a new note", "ops").note["zk_id"] == "ZK-0000ABCD"
 
 

@@ -12,6 +12,7 @@ from brain.embedder import embed_passages, split_for_window
 from brain.memory import RecallFilter
 from brain.retrieval import fuse, looks_like_code
 from brain.vector_store import Hit
+from config import RetrievalSettings
 from tests.conftest import hash_embedder
 
 PY = '''def is_empty(lst):
@@ -68,6 +69,36 @@ def test_code_candidates_move_the_fusion_toward_the_dense_leg() -> None:
     assert fuse(*code, "dbsf", 0.45, code_dense_weight=0.8)[0].id == "a"
     # Without the lever, code is fused like prose.
     assert fuse(*code, "dbsf", 0.45, code_dense_weight=None)[0].id == "b"
+
+
+def test_rrf_ties_follow_the_legs_not_the_ids() -> None:
+    """Note ids are random, so a tie broken by id ranked the same notes differently from one
+    store to the next. Two stores with the same legs, ids drawn in the opposite order, must
+    rank alike: the n-th dense hit and the n-th BM25 hit tie under rrf."""
+    rrf_k = RetrievalSettings().rrf_k
+
+    def ranking(names: dict[str, str]) -> list[str]:
+        dense = [Hit(names["d0"], 0.9, {}), Hit(names["d1"], 0.8, {})]
+        sparse = [Hit(names["s0"], 9.0, {}), Hit(names["s1"], 8.0, {})]
+        back = {v: k for k, v in names.items()}
+        return [back[c.id] for c in fuse(dense, sparse, "rrf", rrf_k=rrf_k)]
+
+    first = ranking({"d0": "a", "d1": "b", "s0": "c", "s1": "d"})
+    assert first == ranking({"d0": "d", "d1": "c", "s0": "b", "s1": "a"})
+    assert first == ["d0", "s0", "d1", "s1"]
+    # Both legs saw both notes, in opposite orders: ranks (0, 1) and (1, 0) tie.
+    for x, y in (("a", "b"), ("b", "a")):
+        both = fuse([Hit(x, 0.9, {}), Hit(y, 0.8, {})], [Hit(y, 9.0, {}), Hit(x, 8.0, {})],
+                    "rrf", rrf_k=rrf_k)
+        assert [c.id for c in both] == [x, y]
+
+
+def test_every_fusion_is_handed_its_numbers() -> None:
+    dense, sparse = _legs({"content": PROSE})
+    with pytest.raises(ValueError, match="rrf_k"):
+        fuse(dense, sparse, "rrf")
+    with pytest.raises(ValueError, match="dense_weight"):
+        fuse(dense, sparse, "dbsf")
 
 
 def test_split_for_window_keeps_every_character_and_cuts_at_boundaries() -> None:

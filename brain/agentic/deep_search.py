@@ -103,7 +103,8 @@ def deep_search(
         titles = " ".join(p.get("title", "") for p, _, _ in hits)
         search_query = f"{query}\n{titles}"[: len(query) + _TITLE_CHARS]
         search_vec = _feedback(memory, qvec, [pid for _, _, pid in hits])
-    ranked = sorted(found.values(), key=lambda f: (-f.score, f.hop, f.payload["zk_id"]))[:top_k]
+    # Ties keep the order notes were found in (sorted is stable), not their random ids.
+    ranked = sorted(found.values(), key=lambda f: (-f.score, f.hop))[:top_k]
     memory.stamp_access([f.payload["zk_id"] for f in ranked])
     results = [
         public_note(
@@ -166,7 +167,7 @@ def _expand(
             best = offers.get(nb)
             if best is None or score > best.score:
                 offers[nb] = _Found({}, score, hop, via=src, relation=relation, found_by="link")
-    ranked = sorted(offers, key=lambda z: (-offers[z].score, z))
+    ranked = sorted(offers, key=lambda z: -offers[z].score)  # ties: in the links' order
     new: list[str] = []
     for start in range(0, len(ranked), top_k):
         chunk = ranked[start : start + top_k]

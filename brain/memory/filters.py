@@ -1,0 +1,110 @@
+"""What a search of notes may return: the per-request :class:`RecallFilter` and the store
+filter built from it (project scope, note kinds, age, salience, tenancy, custom rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from brain import tenancy
+from brain.errors import InvalidArgument
+from brain.limits import (
+    MAX_AGE_DAYS,
+    MAX_FILTER_VALUES,
+    MAX_FILTERS,
+    check_filter_key,
+    check_filter_value,
+    check_number,
+    check_tags,
+)
+from brain.memory.core import NOTE_FILTER, NoteCore, require_enum
+from brain.notes import CONTEXTUAL_KINDS, NOTE_KINDS
+from brain.vector_store import Filter, Match, MatchAny, Range
+
+
+@dataclass(slots=True)
+class RecallFilter:
+    """Per-request narrowing of a search; every field is AND-combined."""
+
+    project: str | None = None
+    include_fleeting: bool = False
+    include_contextual: bool = False
+    note_kinds: Sequence[str] = ()
+    tags: Sequence[str] = ()
+    max_age_days: float | None = None
+    min_salience: float | None = None
+    confidence_min: float | None = None
+    fingerprint_match: bool = True
+    custom: Sequence[dict[str, Any]] = ()
+    include_siblings: bool = False
+    all_projects: bool = False
+
+
+def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
+    must: list[Any] = []
+    must_not: list[Any] = []
+    # No search crosses projects unless asked: without a project, the default one.
+    project = rf.project or (None if rf.all_projects else m.cfg.default_project)
+    if project and not rf.all_projects:
+        must.append(Match("project", project))
+    types = ["permanent", "fleeting"] if rf.include_fleeting else ["permanent"]
+    must.append(MatchAny("memory_type", tuple(types)))
+    if not rf.include_contextual and not set(rf.note_kinds) & set(CONTEXTUAL_KINDS):
+        must_not.append(MatchAny("note_kind", CONTEXTUAL_KINDS))
+    if rf.note_kinds:
+        for k in rf.note_kinds:
+            require_enum(k, NOTE_KINDS, "note_kind")
+        must.append(MatchAny("note_kind", tuple(rf.note_kinds)))
+    for tag in check_tags(list(rf.tags), "tags filter"):
+        must.append(Match("tags", tag))
+    if rf.max_age_days is not None:
+        days = check_number(rf.max_age_days, "max_age_days", lo=0, hi=MAX_AGE_DAYS,
+                            lo_open=True)
+        since = m.clock.now() - timedelta(days=days)
+        must.append(Range("created_ts", gte=since.timestamp()))
+    if rf.min_salience is not None:
+        must.append(Range("salience", gte=check_number(rf.min_salience, "min_salience",
+                                                       lo=0, hi=1)))
+    if rf.confidence_min is not None:  # applied after retrieval; checked here, before
+        check_number(rf.confidence_min, "confidence_min", lo=-1, hi=1)
+    if len(rf.custom) > MAX_FILTERS:
+        raise InvalidArgument(f"at most {MAX_FILTERS} custom filters", field="custom")
+    if rf.fingerprint_match:
+        must.append(Match("embed_model", m.meta.model))
+    # Private notes of sibling agents stay invisible unless asked for.
+    must.extend(tenancy.conditions(m.identity, siblings=rf.include_siblings))
+    for rule in rf.custom:
+        must.append(_custom_condition(rule))
+    base = NOTE_FILTER
+    return Filter(must=base.must + tuple(must), must_not=base.must_not + tuple(must_not))
+
+
+_RULE_FIELDS = frozenset({"key", "value", "any", "gte", "gt", "lte", "lt"})
+
+
+def _custom_condition(rule: dict[str, Any]) -> Any:
+    if not isinstance(rule, dict) or "key" not in rule or set(rule) - _RULE_FIELDS:
+        raise InvalidArgument("each custom filter is {key, value} | {key, any: [...]} | "
+                              "{key, gte/lte/gt/lt}", field="custom")
+    key = check_filter_key(rule["key"])
+    if key in ("kind", "forgotten", "user_id") :
+        raise InvalidArgument(f"custom filters cannot override {key!r}", field="custom")
+    if "value" in rule:
+        return Match(key, check_filter_value(rule["value"], key))
+    if "any" in rule:
+        values = rule["any"]
+        if not isinstance(values, list) or not 0 < len(values) <= MAX_FILTER_VALUES:
+            raise InvalidArgument(f"custom filter on {key!r}: any must be a list of 1 to "
+                                  f"{MAX_FILTER_VALUES} values", field="custom")
+        return MatchAny(key, tuple(check_filter_value(v, key) for v in values))
+    bounds: dict[str, float] = {}
+    for bound in ("gte", "gt", "lte", "lt"):
+        if bound in rule:
+            bounds[bound] = check_number(rule[bound], f"custom filter {key!r} {bound}",
+                                         lo=-1e300, hi=1e300)
+    if bounds:
+        return Range(key, **bounds)
+    raise InvalidArgument(f"custom filter on {key!r} needs value, any, or a range bound",
+                          field="custom")

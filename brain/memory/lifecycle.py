@@ -1,0 +1,78 @@
+"""The lifecycle of notes after they are written: state fields, forget and restore,
+archive, and the counts of each state.
+
+Module functions over a :class:`~brain.memory.core.NoteCore` (``m``); MemoryService exposes
+them as its methods. Access stamps, which every reader flushes, live in access.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brain import tenancy
+from brain.errors import Conflict
+from brain.memory.core import NoteCore
+from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id, public_note
+from brain.vector_store import Filter, Match
+
+
+def set_state(m: NoteCore, zk_id: str, **fields: Any) -> dict[str, Any]:
+    """Set lifecycle fields without touching vectors or the updated stamp."""
+    with m._write_lock:
+        p = m.get_payload(zk_id, include_forgotten=True)
+        m.store.set_payload([point_id(p["zk_id"])], fields)
+        return {**p, **fields}
+
+
+def forget(m: NoteCore, zk_id: str) -> dict[str, Any]:
+    now, ts = m._now()
+    p = set_state(m, zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
+    m._emit("forgotten", p)
+    return p
+
+
+def restore(m: NoteCore, zk_id: str) -> dict[str, Any]:
+    with m._write_lock:
+        p = m.get_payload(zk_id, include_forgotten=True)
+        if p.get("forgotten"):
+            p = set_state(m, p["zk_id"], forgotten=False, forgotten_ts=0.0, forgotten_at="")
+            restored = "forgotten"
+        elif p["memory_type"] == "archived":
+            back = p.get("archived_from") or "permanent"
+            p = set_state(m, p["zk_id"], memory_type=back, archived_at="")
+            restored = "archived"
+        else:
+            raise Conflict(f"note {p['zk_id']} is neither archived nor forgotten; nothing "
+                           "to restore", zk_id=p["zk_id"])
+    m._emit("restored", p)
+    return {**public_note(p), "restored_from": restored}
+
+
+def archive(m: NoteCore, zk_id: str) -> dict[str, Any]:
+    now, _ = m._now()
+    p = m.get_payload(zk_id)
+    if p["memory_type"] == "archived":
+        return p
+    return set_state(m, zk_id, memory_type="archived", archived_from=p["memory_type"],
+                     archived_at=now)
+
+
+def stats(m: NoteCore) -> dict[str, Any]:
+    """Counts of the calling tool's notes (another user's are none of its business); the
+    CLI, outside any call, counts every note."""
+    scope = m._tenancy() if tenancy.in_call() else ()
+    mine = Filter(must=(Match("kind", "note"), *scope))
+    by_type = {t: m.store.count(Filter(must=(*mine.must, Match("memory_type", t)),
+                                       must_not=(Match("forgotten", True),)))
+               for t in MEMORY_TYPES}
+    live = Filter(must=mine.must, must_not=(Match("forgotten", True),
+                                            Match("memory_type", "archived")))
+    by_kind = {k: m.store.count(live.and_(Match("note_kind", k))) for k in NOTE_KINDS}
+    forgotten = m.store.count(Filter(must=(*mine.must, Match("forgotten", True))))
+    return {
+        "notes": sum(by_type.values()),
+        "by_memory_type": by_type,
+        "by_note_kind": {k: v for k, v in by_kind.items() if v},
+        "forgotten_pending": forgotten,
+        "graph": m.graph.stats(),
+    }

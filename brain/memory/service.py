@@ -1,0 +1,36 @@
+"""The memory service: writing, finding, linking and the lifecycle of notes.
+
+Everything here is plain, blocking Python; the MCP layer runs it in worker threads. The
+service is the shared core (core.py) with the functions of its three parts as methods:
+the write path (write.py), the reads (read.py, filters.py) and the lifecycle (lifecycle.py).
+The functions take the core as their first argument, so a part never reaches another
+part's state except through the core.
+"""
+
+from __future__ import annotations
+
+from brain.memory import filters, lifecycle, read, write
+from brain.memory.core import NoteCore
+
+
+class MemoryService(NoteCore):
+    # write path
+    prepare_content = write.prepare_content
+    new_payload = write.new_payload
+    add = write.add
+    link = write.link
+    update = write.update
+    apply_fields = write.apply_fields
+    distill = write.distill
+    # filters and reads
+    build_filter = filters.build_filter
+    search = read.search
+    recall = read.recall
+    related = read.related
+    notes = read.notes
+    # lifecycle
+    set_state = lifecycle.set_state
+    forget = lifecycle.forget
+    restore = lifecycle.restore
+    archive = lifecycle.archive
+    stats = lifecycle.stats
