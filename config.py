@@ -124,6 +124,10 @@ class MemorySettings(_Section):
         True, description="Replace secret-shaped strings in written content by a marker"
     )
     default_project: str = Field("general", description="Project used when a call names none")
+    snippet_chars: int = Field(
+        240, ge=40, le=4000,
+        description="Content characters in a compact search hit (detail=compact, the default)",
+    )
     pool_long_text: bool = Field(
         True,
         description="Encode a note longer than the model's window as the mean of its "

@@ -28,9 +28,11 @@ from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
+from brain.presentation import present  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface import agentic, files, sources, workflow  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
+    Detail,
     OptProject,
     Query,
     Similarity,
@@ -184,11 +186,14 @@ def create_server(
         all_projects: AllProjects = False,
         include_files: bool = False,
         files_threshold: Similarity = 0.5,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Hybrid (meaning + keyword) search over notes for simple, direct lookups. Archived
         and forgotten notes never appear; every returned note is access-stamped. Without a
         project it searches the default project (all_projects=true searches every one);
-        include_files=true also returns matching passages of uploaded documents."""
+        include_files=true also returns matching passages of uploaded documents. Hits are
+        compact (id, title, score, snippet, tags, link count): get_note reads one whole,
+        detail="full" returns every note whole."""
 
         args = locals()
 
@@ -200,9 +205,15 @@ def create_server(
             if include_files:
                 out["files"] = b.files.search_with_vector(
                     qvec, limit=min(top_k, 30), threshold=files_threshold)
-            return out
+            return present(out, detail, b.settings.memory.snippet_chars)
 
         return await call(run)
+
+    @mcp.tool(annotations=READ)
+    async def get_note(zk_id: ZkId) -> dict[str, Any]:
+        """One whole note by id (content, context, keywords, links, dates): what a compact
+        search hit leaves out. The read is access-stamped."""
+        return await call(lambda b: {"note": b.memory.get(zk_id)})
 
     @mcp.tool(annotations=PURE_READ)
     async def get_related(

@@ -76,8 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--only",
-        default="locomo,cosqa,speed,llm",
-        help="comma-separated subset of locomo,cosqa,speed,llm",
+        default="locomo,cosqa,speed,llm,tokens",
+        help="comma-separated subset of locomo,cosqa,speed,llm,tokens",
     )
     p.add_argument(
         "--merge",
@@ -162,6 +162,10 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
             measure_add_latency, 30 if args.quick else 100, 2.0, embedder
         )
         ctx.log(f"llm: {results['llm']}")
+    if "tokens" in only:
+        from bench import tokens
+
+        results["tokens"] = await tokens.run(ctx)
     checkpoint()
     return results
 

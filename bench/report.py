@@ -215,6 +215,32 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
             f"| {llm['p50_ms_no_llm']:.2f} | {llm['p50_ms_llm']:.2f} | {llm['ratio']:.3f} |",
             "",
         ]
+    if "tokens" in results:
+        parts += tokens_section(results["tokens"])
     if results.get("notes"):
         parts += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
     return "\n".join(parts)
+
+
+def tokens_section(t: dict[str, Any]) -> list[str]:
+    """Tokens of a search_memory result page, compact hits against whole notes."""
+    c, f = t["compact"], t["full"]
+    return [
+        "## Tokens of a result page",
+        "",
+        f"search_memory, top_k {t['top_k']}, on {t['questions']} LoCoMo questions (turns added "
+        "with add_memory(content)); the page is the tool result's text as a client receives it, "
+        "tokens by the bundled model's tokenizer:",
+        "",
+        "| detail | chars p50 | tokens p50 | tokens mean | any@5 |",
+        "|---|---|---|---|---|",
+        f"| compact (default) | {c['chars_p50']:g} | {c['tokens_p50']:g} | {c['tokens_mean']:g} "
+        f"| {c['any@5']:.3f} |",
+        f"| full | {f['chars_p50']:g} | {f['tokens_p50']:g} | {f['tokens_mean']:g} "
+        f"| {f['any@5']:.3f} |",
+        "",
+        f"full / compact tokens: {t['token_ratio_p50']:g}x at the median, "
+        f"{t['token_ratio_mean']:g}x on average; the same hits in the same order on "
+        f"{t['same_hits_share']:.1%} of the questions.",
+        "",
+    ]

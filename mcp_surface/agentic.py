@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_surface.args import Ids, Project, Query
+from brain.presentation import present
+from mcp_surface.args import Detail, Ids, Project, Query
 from mcp_surface.recall import (
     AllProjects,
     ConfidenceMin,
@@ -49,19 +50,21 @@ def register(mcp: Any, call: Any) -> None:
         custom_filters: CustomFilters = None,
         include_siblings: IncludeSiblings = False,
         all_projects: AllProjects = False,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Multi-hop search for complex or causal questions ("why does X break?", "how did
         we solve Y?"): searches, follows links from what it found, and searches again near
         what it found, for notes not found yet. Each result says which hop found it and
         through which link (via, relation). Takes the same filters as search_memory, applied
-        to every hop. For simple lookups use search_memory."""
+        to every hop. For simple lookups use search_memory. Hits are compact unless
+        detail="full"; get_note reads one whole."""
 
         args = locals()
 
         def run(b: Any) -> dict[str, Any]:
             rf = recall_from(args)
             result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k)
-            return result
+            return present(result, detail, b.settings.memory.snippet_chars)
 
         return await call(run)
 

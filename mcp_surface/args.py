@@ -13,7 +13,7 @@ list over its cap) or ``[INVALID_ARGUMENT]``, like the services' own errors, via
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
@@ -65,6 +65,9 @@ OptPattern = Annotated[str | None, Field(max_length=MAX_PATTERN_CHARS)]
 Date = Annotated[str | None, Field(max_length=MAX_DATE_CHARS, description="ISO date or time")]
 Signature = Annotated[str, Field(min_length=1, max_length=MAX_SIGNATURE_CHARS)]
 Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
+Detail = Annotated[Literal["compact", "full"], Field(
+    description="compact (default): per hit the id, title, score, a content snippet, tags "
+                "and link count; full: whole notes. get_note fetches one whole note")]
 
 # -- lists --------------------------------------------------------------------------------
 TagList = Annotated[list[Tag] | None, Field(max_length=MAX_TAGS)]

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_surface.args import Line, Lines, OptProject, Project, Query, Signature, Text, ZkId
+from brain.presentation import present
+from mcp_surface.args import Detail, Line, Lines, OptProject, Project, Query, Signature, Text, ZkId
 
 READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
 PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
@@ -87,10 +88,13 @@ def register(mcp: Any, call: Any) -> None:
         task: Annotated[Query, Field(description="The task you are about to do")],
         project: OptProject = None,
         top_k: Annotated[int, Field(ge=1, le=50)] = 5,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Before coding: past mistakes (each with its fixes), fixes and patterns relevant to
-        the task, so known failures are not repeated."""
-        return await call(lambda b: b.mistakes.preflight_check(task, project, top_k))
+        the task, so known failures are not repeated. Notes are compact unless
+        detail="full"; get_note reads one whole."""
+        return await call(lambda b: present(b.mistakes.preflight_check(task, project, top_k),
+                                            detail, b.settings.memory.snippet_chars))
 
     @mcp.tool(
         annotations=ToolAnnotations(

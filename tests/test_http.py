@@ -265,6 +265,7 @@ async def test_every_tool_works_with_the_token(
     hits = await call("search_memory", {"query": "uvloop", "project": p})
     assert {h["zk_id"] for h in hits["results"]} >= {a["zk_id"], b["zk_id"]}
     await call("get_related", {"zk_id": b["zk_id"]})
+    assert (await call("get_note", {"zk_id": a["zk_id"]}))["note"]["content"] == "Use uvloop, v2"
     inbox = await call("get_inbox", {"project": p})
     assert fleeting["zk_id"] in json.dumps(inbox)
     await call("distill_to_permanent", {"zk_id": fleeting["zk_id"]})
@@ -363,7 +364,8 @@ async def _private_view(url: str, token: str, word: str) -> tuple[str, list[dict
             )
         )["note"]
         res = await _call(
-            c, "search_memory", {"query": "private of mine", "project": "tp", "top_k": 20}
+            c, "search_memory", {"query": "private of mine", "project": "tp", "top_k": 20,
+                                 "detail": "full"}
         )
         return note["zk_id"], res["results"]
 

@@ -30,9 +30,18 @@ async def test_add_search_related_update_stats(client) -> None:  # noqa: ANN001
     res = await client.call_tool("search_memory", {"query": "rate limiter redis", "project": "api"})
     hits = res.structured_content["results"]
     assert {h["zk_id"] for h in hits} == {a["zk_id"], b["zk_id"]}
-    for key in ("zk_id", "title", "content", "score", "project", "memory_type", "note_kind",
+    for key in ("zk_id", "title", "snippet", "score", "project", "note_kind", "created",
                 "tags", "links"):
         assert key in hits[0]
+    assert "content" not in hits[0] and isinstance(hits[0]["links"], int)
+    full = (await client.call_tool("search_memory", {"query": "rate limiter redis",
+                                                     "project": "api", "detail": "full"}))
+    whole = {h["zk_id"]: h for h in full.structured_content["results"]}
+    assert whole[a["zk_id"]]["content"].startswith("uvicorn workers share nothing")
+    assert [h["zk_id"] for h in full.structured_content["results"]] == [h["zk_id"] for h in hits]
+    note = (await client.call_tool("get_note", {"zk_id": a["zk_id"]})).structured_content["note"]
+    assert note["content"] == whole[a["zk_id"]]["content"]
+    assert note["links"] == whole[a["zk_id"]]["links"]
     rel = (await client.call_tool("get_related", {"zk_id": a["zk_id"]})).structured_content
     assert [r["zk_id"] for r in rel["related"]] == [b["zk_id"]]
     upd = await client.call_tool("update_memory", {"zk_id": a["zk_id"],

@@ -85,7 +85,8 @@ async def test_each_filter_alone(brain: Brain, client, notes) -> None:  # noqa: 
     assert await ids(client, project="shop", confidence_min=1.0) == []  # 1.01: out of range
     exact = "redis cache eviction policy is allkeys-lru"
     everything = (
-        await client.call_tool("search_memory", {"query": exact, "project": "shop"})
+        await client.call_tool("search_memory", {"query": exact, "project": "shop",
+                                                 "detail": "full"})
     ).data["results"]
     sims = sorted((h["similarity"] for h in everything), reverse=True)
     assert everything[0]["zk_id"] == n["old_decision"] and sims[0] > sims[1]

@@ -83,6 +83,13 @@ def _hit(c: Candidate) -> dict[str, Any]:
     return public_note(c.payload, **extra)
 
 
+def get(m: NoteCore, zk_id: str) -> dict[str, Any]:
+    """One whole note the caller may see, access-stamped (the ``get_note`` tool)."""
+    payload = m.get_payload(zk_id)
+    m.stamp_access([payload["zk_id"]])
+    return public_note(payload)
+
+
 def related(m: NoteCore, zk_id: str, depth: int = 1) -> dict[str, Any]:
     if not isinstance(depth, int) or not 1 <= depth <= 3:
         raise InvalidArgument("depth must be 1, 2 or 3", field="depth")

@@ -25,6 +25,7 @@ class MemoryService(NoteCore):
     # filters and reads
     build_filter = filters.build_filter
     search = read.search
+    get = read.get
     recall = read.recall
     related = read.related
     notes = read.notes

@@ -1,0 +1,83 @@
+"""Token-lean search results: the compact form of a note hit.
+
+Search tools return compact hits by default (``detail="compact"``): the id, title, score, a
+snippet of bounded length (carrying on after the title when the title is the content's
+opening words), tags, project, kind, date and the number of links, plus whatever the search
+itself added (a deep_search hop, the fixes of a mistake). ``memory_type`` is left out when it
+is "permanent". ``detail="full"`` or ``get_note`` gives the
+whole note. The LoCoMo token measurement (``python -m bench --only tokens``) compares the two.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+Detail = Literal["compact", "full"]
+
+# The fields of a full note a compact hit leaves out: the content (kept as a snippet),
+# the enrichment and bookkeeping an agent rarely needs to pick a note.
+_DROPPED = frozenset({
+    "content", "context", "keywords", "links", "updated", "access_count", "last_accessed",
+    "salience", "enriched_by", "agent_id", "similarity", "rerank_score",
+})
+# Lists of notes nested in a hit or a page (preflight's fixes, a fix's mistakes, results).
+_NESTED = ("results", "mistakes", "fixes", "patterns", "fixes_mistakes")
+
+
+def snippet(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, marked with "…"."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
+
+
+def _snippet_after_title(title: str, content: str, limit: int) -> str:
+    """The snippet of a hit: when the title is the content's opening words (a derived
+    title), the snippet carries on after it rather than repeat them."""
+    head = " ".join(title.rstrip("…").split())
+    text = " ".join(content.split())
+    if head and text.startswith(head):
+        rest = text[len(head):].strip()
+        return ("…" + snippet(rest, limit)) if rest else ""
+    return snippet(text, limit)
+
+
+def compact_note(note: dict[str, Any], snippet_chars: int) -> dict[str, Any]:
+    """The compact hit of one public note (see the module docstring)."""
+    out: dict[str, Any] = {}
+    for key, value in note.items():
+        if key in _DROPPED:
+            continue
+        if key in _NESTED and isinstance(value, list):
+            out[key] = [compact_note(v, snippet_chars) if isinstance(v, dict) else v
+                        for v in value]
+        elif key == "pinned" and not value:
+            continue
+        else:
+            out[key] = value
+    out["snippet"] = _snippet_after_title(str(note.get("title", "")),
+                                          str(note.get("content", "")), snippet_chars)
+    if out.get("memory_type") == "permanent":
+        del out["memory_type"]  # the usual case; fleeting or contextual hits still say so
+    if isinstance(note.get("links"), list):
+        out["links"] = len(note["links"])
+    return out
+
+
+def present(page: dict[str, Any], detail: Detail, snippet_chars: int) -> dict[str, Any]:
+    """A result page in the requested detail: its note lists compacted, the rest as is."""
+    if detail == "full":
+        return page
+    out = dict(page)
+    for key in _NESTED:
+        notes = page.get(key)
+        if isinstance(notes, list):
+            out[key] = [compact_note(n, snippet_chars) if isinstance(n, dict) else n
+                        for n in notes]
+    out["detail"] = "compact"
+    return out

@@ -1,0 +1,76 @@
+"""Token-lean results: compact hits by default, whole notes on request, get_note."""
+
+from __future__ import annotations
+
+import json
+
+from brain.app import Brain
+from brain.presentation import compact_note, present, snippet
+
+LONG = ("The payment queue backs up when the replay worker is paused; drain it with the "
+        "replay worker, then page the on-call. ") * 20
+
+
+def test_snippet_is_bounded_and_cut_at_a_word() -> None:
+    s = snippet(LONG, 120)
+    assert len(s) <= 120 and s.endswith("…")
+    assert LONG.startswith(s[:-1].rstrip())
+    assert snippet("  short   text ", 120) == "short text"
+
+
+def test_compact_note_keeps_what_picks_a_note_and_counts_links() -> None:
+    note = {"zk_id": "ZK-00000001", "title": "Payment queue runbook", "content": LONG,
+            "context": "ctx " * 100, "keywords": ["queue"], "tags": ["ops"],
+            "links": [{"zk_id": "ZK-00000002", "relation": "related"}], "score": 0.9,
+            "memory_type": "fleeting", "pinned": False, "salience": 0.4, "hop": 1}
+    c = compact_note(note, 200)
+    assert set(c) == {"zk_id", "title", "tags", "score", "memory_type", "hop", "snippet",
+                      "links"}
+    assert c["links"] == 1 and len(c["snippet"]) <= 200
+    # a derived title (the content's opening words) is not repeated by the snippet
+    derived = compact_note({"title": "The payment queue backs up…", "content": LONG}, 80)
+    assert derived["snippet"].startswith("…when the replay worker")
+
+
+def test_full_detail_is_the_page_unchanged() -> None:
+    page = {"results": [{"zk_id": "ZK-1", "content": LONG}], "count": 1}
+    assert present(page, "full", 100) is page
+    assert present(page, "compact", 100)["results"][0]["snippet"] != LONG
+
+
+async def test_search_compact_by_default_full_on_request(brain: Brain, client) -> None:  # noqa: ANN001
+    z = brain.memory.add(LONG, "ops").note["zk_id"]
+    compact = await client.call_tool("search_memory", {"query": "payment queue", "project": "ops"})
+    full = await client.call_tool("search_memory", {"query": "payment queue", "project": "ops",
+                                                    "detail": "full"})
+    hit = compact.structured_content["results"][0]
+    assert hit["zk_id"] == z and "content" not in hit
+    limit = brain.settings.memory.snippet_chars
+    assert len(hit["snippet"]) <= limit + 1  # "…" in front when it carries on after the title
+    assert full.structured_content["results"][0]["content"].strip() == LONG.strip()
+    assert len(compact.content[0].text) * 3 < len(full.content[0].text)
+    note = (await client.call_tool("get_note", {"zk_id": z})).structured_content["note"]
+    assert note["content"] == full.structured_content["results"][0]["content"]
+
+
+async def test_deep_search_and_preflight_are_compact(brain: Brain, client) -> None:  # noqa: ANN001
+    fail = (await client.call_tool("record_failure", {
+        "project": "shop", "failure_signature": "alembic:env",
+        "content": "alembic upgrade head failed: DATABASE_URL env var missing. " + LONG,
+    })).structured_content["note"]["zk_id"]
+    await client.call_tool("record_resolution", {
+        "failure_zk_id": fail, "fix_content": "export DATABASE_URL before alembic. " + LONG})
+    pre = (await client.call_tool("preflight_check", {
+        "task": "run alembic upgrade head", "project": "shop"})).structured_content
+    mistake = pre["mistakes"][0]
+    assert mistake["zk_id"] == fail and "content" not in mistake
+    assert mistake["fixes"] and all("content" not in f and "snippet" in f
+                                    for f in mistake["fixes"])
+    whole = (await client.call_tool("preflight_check", {
+        "task": "run alembic upgrade head", "project": "shop", "detail": "full"})).structured_content
+    assert "content" in whole["mistakes"][0]["fixes"][0]
+    deep = (await client.call_tool("deep_search", {"query": "alembic DATABASE_URL",
+                                                   "project": "shop"})).structured_content
+    assert deep["results"] and all("content" not in r for r in deep["results"])
+    assert "hop" in deep["results"][0] and "hops" in deep
+    assert LONG[:300] not in json.dumps(deep)
