@@ -150,8 +150,8 @@ async def test_update_memory_refuses_nul_only_content(client: Any) -> None:
     note = (await client.call_tool("add_memory", {"content": "keep me"})).structured_content
     zk = note["note"]["zk_id"]
     await assert_refused(client, "update_memory", {"zk_id": zk, "new_content": "\x00\x00"})
-    got = (await client.call_tool("search_memory", {"query": "keep me"})).structured_content
-    assert got["results"][0]["content"] == "keep me"
+    got = (await client.call_tool("get_note", {"zk_id": zk})).structured_content
+    assert got["note"]["content"] == "keep me"
 
 
 # ---------------------------------------------------------------- sources and patterns
