@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from brain import integrity, rerank
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
@@ -33,7 +33,7 @@ from brain.embed_remote import (
     endpoint_from_settings,
 )
 from brain.embedder import Embedder, build_embedder, resolve_record
-from brain.errors import DiskFull, ModelUnavailable
+from brain.errors import DiskFull, ModelUnavailable, StoreError
 from brain.files.service import FilesService
 from brain.graph import LinkGraph
 from brain.identity import Identity
@@ -45,9 +45,10 @@ from brain.private import secure_home
 from brain.session import SessionService
 from brain.snapshots import Snapshots
 from brain.sources.service import SourcesService
-from brain.store_meta import StoreMeta
+from brain.store_meta import META_ID, StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
 from brain.vector_store.base import Filter
+from brain.vector_store.journal import JOURNAL, JournaledStore, Probe, WriteJournal, replay
 from brain.workers import WorkerRegistry
 from config import Settings, WorkerSettings
 
@@ -86,6 +87,9 @@ class Brain:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._opened = False
+        # Set when a Qdrant server is configured: whether it answers (degraded mode).
+        self.probe: Probe | None = None
+        self._graph_file: Path | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def open(self) -> Brain:
@@ -107,7 +111,10 @@ class Brain:
         # Before Edge creates or maps a file: a page written on a full disk is a SIGBUS.
         space = integrity.SpaceGuard(self.home, s.storage.min_free_mb)
         space.require("open the store", extra=integrity.space_to_open(raw))
-        integrity.open_store(self.home, raw, embedder.dimension)
+        if self._store is None and (s.qdrant.url or s.qdrant.local_path):
+            raw = self._open_server_or_standin(raw, embedder.dimension)
+        else:
+            integrity.open_store(self.home, raw, embedder.dimension)
         try:
             self.embedder = self._load_records(raw, space, embedder)
         except BaseException:
@@ -126,10 +133,41 @@ class Brain:
         self._start_background()
         return self
 
+    def _open_server_or_standin(self, server: VectorStore, dimension: int) -> VectorStore:
+        """The Qdrant server's collection, with what a degraded run journaled replayed into
+        it; or, when the server does not answer, the embedded stand-in that journals every
+        write (brain/vector_store/journal.py)."""
+        s = self.settings
+        journal = WriteJournal(self.home / JOURNAL)
+        try:
+            integrity.open_store(self.home, server, dimension)
+        except StoreError as exc:
+            if not s.qdrant.url:
+                raise  # local mode has no server to wait for
+            log.warning("Qdrant server %s is unreachable at start (%s): serving from the "
+                        "embedded stand-in; writes are journaled for the server", s.qdrant.url,
+                        exc.message[:200])
+            standin = build_store(home=self.home, collection=f"degraded_{s.qdrant.collection}")
+            integrity.open_store(self.home, standin, dimension)
+            self.probe = Probe(s.qdrant.url, getattr(server, "ping", server.flush),
+                               degraded=True)
+            self.probe.reachable, self.probe.last_checked_at = False, iso(self.clock.now())
+            self._graph_file = self.home / "graph.degraded.json"
+            return cast(VectorStore, JournaledStore(standin, journal, skip_ids={META_ID}))
+        if journal.path.exists():
+            replayed = replay(journal, server)
+            log.info("replayed %d journaled writes into %s", replayed, s.qdrant.url)
+        if s.qdrant.url:
+            self.probe = Probe(s.qdrant.url, getattr(server, "ping", server.flush))
+            self.probe.reachable, self.probe.last_checked_at = True, iso(self.clock.now())
+        return server
+
     def _start_background(self) -> None:
         """The services with background work, in order: the scheduler and its jobs, then the
         enrichment queue, then the source watcher and the file indexer."""
         self.workers.start()
+        if self.probe is not None:
+            self.probe.start()
         if self.snapshots.available:  # a Qdrant server keeps its own snapshots
             self.workers.register("snapshot", self.snapshots.worker, interval_s=6 * 3600)
         self.agentic.start()
@@ -148,6 +186,8 @@ class Brain:
             stops.append(("agentic", self.agentic.stop))
         if "workers" in built:
             stops.append(("workers", self.workers.stop))
+        if self.probe is not None:
+            stops.append(("qdrant probe", self.probe.stop))
         for name, stop in stops:
             try:
                 stop()
@@ -188,7 +228,7 @@ class Brain:
                     ) from exc
                 embedder = build_embedder(recorded, s.embedding.batch_size, s.embedding.backend,
                                           self._endpoint())
-        self.graph = LinkGraph(s.graph_path)
+        self.graph = LinkGraph(self._graph_file or s.graph_path)
         self._load_graph()
         if checked:
             integrity.check_graph(self.home, self.graph, raw)
@@ -415,6 +455,9 @@ class Brain:
         return {
             **self.memory.stats(),
             "backend": info.backend,
+            "backend_state": (self.probe.state(info.backend) if self.probe is not None else
+                              {"backend": info.backend, "degraded": False,
+                               "qdrant_reachable": None, "last_checked_at": None}),
             "store": {"location": info.location, "points": info.points},
             "model": {
                 "active": self.meta.model,

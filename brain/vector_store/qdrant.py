@@ -94,7 +94,9 @@ class QdrantClientStore:
         self._location = url or f"local:{local_path}"
         self._lock = threading.Lock()
         if url:
-            self._client = QdrantClient(url=url, api_key=api_key or None, prefer_grpc=prefer_grpc)
+            # A bounded timeout: an unreachable server must not hold the start (degraded mode).
+            self._client = QdrantClient(url=url, api_key=api_key or None, prefer_grpc=prefer_grpc,
+                                        timeout=10, check_compatibility=False)
         elif local_path:
             self._client = QdrantClient(path=local_path)
         else:
@@ -112,6 +114,10 @@ class QdrantClientStore:
             raise
         except Exception as exc:
             raise StoreError(f"Qdrant ({self._location}) failed: {exc}") from exc
+
+    def ping(self) -> None:
+        """Raise StoreError unless the server (or local mode) answers."""
+        self._call(self._client.get_collections)
 
     def open(self, dimension: int) -> None:
         if self._call(self._client.collection_exists, self.collection):
