@@ -54,6 +54,7 @@ class Worker:
     fn: WorkerFn
     default_enabled: bool = True
     default_interval_s: float = 3600.0
+    delay_first: bool = False  # first run one interval after registration, never at boot
     next_ts: float | None = None
     runs: int = 0
     last_run_ts: float | None = None
@@ -83,12 +84,15 @@ class WorkerRegistry:
 
     # ------------------------------------------------------------------ registry
     def register(
-        self, name: str, fn: WorkerFn, *, enabled: bool = True, interval_s: float = 3600.0
+        self, name: str, fn: WorkerFn, *, enabled: bool = True, interval_s: float = 3600.0,
+        delay_first: bool = False,
     ) -> None:
-        """Add (or replace) a worker; ``[workers.<name>]`` settings override the defaults."""
+        """Add (or replace) a worker; ``[workers.<name>]`` settings override the defaults.
+        ``delay_first``: the first run comes one whole interval after registration, whatever
+        the last recorded run (a destructive job never runs at boot)."""
         if not name or not callable(fn):
             raise InvalidArgument("a worker needs a name and a callable fn()", field="name")
-        w = Worker(name, fn, enabled, float(interval_s))
+        w = Worker(name, fn, enabled, float(interval_s), delay_first)
         with self._lock:
             self._workers[name] = w
         # Schedule from the registration instant, so a clock moved later makes it due.
@@ -146,6 +150,8 @@ class WorkerRegistry:
     def _first_due(self, w: Worker) -> float:
         """Last run (kept in the store's meta) + interval; a first run comes soon after."""
         interval = self.config(w.name)[1]
+        if w.delay_first:
+            return self.clock.now().timestamp() + interval
         last = (self.meta.data.get("worker_runs") or {}).get(w.name)
         if last is not None:
             return float(last) + interval
