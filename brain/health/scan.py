@@ -3,7 +3,8 @@ outside it (the graph cache, the sources state in sources.db, the files table).
 
 Findings, each reported as a count and a sample of ids (never content):
 
-- ``orphan_chunks``: source chunks whose source is gone or whose file point is missing;
+- ``orphan_chunks``: source chunks whose source is gone, whose file point is missing, or
+  whose file sources.db no longer lists (they go with their file point);
 - ``orphan_files``: source file points whose source is gone or whose file sources.db no
   longer lists;
 - ``orphan_doc_chunks``: passages of uploaded documents missing from the files table;
@@ -182,8 +183,8 @@ def scan(
                 chunks.append((p.id, sid, path))
         elif kind == "doc_chunk" and str(pl.get("file_id", "")) not in records.file_ids:
             f["orphan_doc_chunks"].add(p.id, p.id, sample)
-    for pid, sid, path in chunks:  # a chunk whose file point is gone is unreachable
-        if (sid, path) not in file_points:
+    for pid, sid, path in chunks:  # a chunk of an orphan (or missing) file point goes with it
+        if (sid, path) not in file_points or path not in source_files(sid):
             f["orphan_chunks"].add(pid, pid, sample)
     _links(store, notes, known_zk, note_pid, res, sample)
     for zk in sorted(notes):
