@@ -233,3 +233,33 @@ def test_stats_and_duplicates(brain: Brain) -> None:
     assert sorted(group["ids"]) == sorted([a["zk_id"], b["zk_id"]])
     assert "consolidate_clusters" in group["hint"]
     assert brain.store.count(Filter(must=(Match("kind", "note"),))) == 3
+
+
+def test_cli_scan_then_gc_with_the_dry_runs_list(
+    brain: Brain, damaged: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    from brain.cli import main
+
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
+    brain.close()  # one process owns a store: the CLI opens it now
+
+    def cli(*argv: str) -> tuple[int, dict[str, Any]]:
+        capsys.readouterr()
+        rc = main(list(argv))
+        return rc, json.loads(capsys.readouterr().out)
+
+    rc, rep = cli("health", "scan")
+    assert rc == 1 and rep["findings"]["orphan_doc_chunks"]["sample"] == [damaged["doc"]]
+    rc, dry = cli("health", "gc")
+    assert rc == 0 and dry["dry_run"] and dry["started_by"] == "cli" and dry["count"] > 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(dry))
+    rc, done = cli("health", "gc", "--apply", "--expect", str(plan))
+    assert rc == 0 and done["ids"] == dry["ids"] and done["deleted"] == dry["count"]
+    rc, after = cli("health", "scan")
+    assert after["findings"]["orphan_chunks"]["count"] == 0
+    rc, st = cli("health", "stats")
+    assert rc == 0 and st["by_kind"]["note"] == 7

@@ -9,11 +9,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from brain.cli import bench, files, install, maintenance, owner, serve, snapshots, sources
+from brain.cli import (
+    bench,
+    files,
+    health,
+    install,
+    maintenance,
+    owner,
+    serve,
+    snapshots,
+    sources,
+)
 from brain.cli.common import open_brain, print_json
 from brain.errors import BrainError
 
-COMMANDS = (serve, maintenance, sources, files, bench, owner, snapshots, install)
+COMMANDS = (serve, maintenance, health, sources, files, bench, owner, snapshots, install)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -93,9 +93,8 @@ def _write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 async def world(brain: Brain, tmp_path: Path) -> AsyncIterator[World]:
-    from mcp_server import create_server
-
     from config import WorkerSettings
+    from mcp_server import create_server
 
     # The scheduled GC (the janitor, acting for everyone) would collect alice's orphans once
     # the clock jumps 100 days; these tests are about what callers reach.
