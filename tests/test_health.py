@@ -263,3 +263,65 @@ def test_cli_scan_then_gc_with_the_dry_runs_list(
     assert after["findings"]["orphan_chunks"]["count"] == 0
     rc, st = cli("health", "stats")
     assert rc == 0 and st["by_kind"]["note"] == 7
+
+
+CHILD = """
+import sys, time
+from brain.app import Brain
+from config import load_settings
+s = load_settings(home=sys.argv[1])
+b = Brain(s).open()
+def step(n):
+    print("batch", n, flush=True)
+    time.sleep(0.3)
+b.health.repair(dry_run=False, everyone=True, progress=step)
+print("done", flush=True)
+b.close()
+"""
+
+
+def test_bm25_backfill_resumes_after_a_kill(brain: Brain, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose notes lost their BM25 vectors (as one written before BM25 existed):
+    repair backfills them in batches; killed mid-way it keeps what it wrote, and the next
+    run finishes the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from brain.bulk import bulk_add
+    from brain.memory.core import keyword_text
+
+    ids = bulk_add(brain.memory, [f"note {i} on the parser cache and queue {i * 7}"
+                                  for i in range(500)], project="p", batch=250).zk_ids
+    pts = brain.store.retrieve([point_id(z) for z in ids], with_vectors=True)
+    for p in pts:
+        p.sparse = None
+    brain.store.upsert(pts)
+    assert brain.health.scan()["findings"]["missing_bm25"]["count"] == 500
+    home = str(brain.home)
+    brain.close()
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, home], stdout=subprocess.PIPE,
+                             text=True, env=env)
+    assert child.stdout is not None
+    seen = 0
+    for line in child.stdout:
+        seen += line.startswith("batch")
+        if seen == 3:
+            child.send_signal(signal.SIGKILL)
+            break
+    child.wait(30)
+    assert child.returncode == -signal.SIGKILL
+    again = Brain(brain.settings, embedder=brain.embedder, clock=brain.clock).open()
+    try:
+        left = again.health.scan()["findings"]["missing_bm25"]["count"]
+        assert 0 < left <= 500 - 2 * 64, left  # the batches written before the kill stay
+        done = again.health.repair(dry_run=False)
+        assert done["missing_bm25"] == left and done["remaining"] == 0
+        assert again.health.scan()["findings"]["missing_bm25"]["count"] == 0
+        for p in again.store.retrieve([point_id(z) for z in ids], with_vectors=True):
+            assert p.sparse == again.bm25.document(keyword_text(p.payload))
+    finally:
+        again.close()
