@@ -47,8 +47,8 @@ def register(mcp: Any, call: Any) -> None:
             gt=0, le=1, allow_inf_nan=False,
             description="Cosine similarity for a duplicate (default [health] duplicate_threshold)")
         ] = None,
-        max_points: Annotated[int, Field(ge=1, le=50_000, description="Points examined at most")
-                              ] = 5000,
+        max_points: Annotated[int, Field(ge=1, le=20_000, description="Points examined at most")
+                              ] = 2000,
     ) -> dict[str, Any]:
         """Near-identical notes and chunks, in groups. Removes nothing: merge notes with
         consolidate_clusters."""

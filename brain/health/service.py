@@ -42,7 +42,7 @@ MAX_REPAIR = 100_000
 class HealthConfig:
     sample_ids: int = 20
     duplicate_threshold: float = 0.97
-    duplicates_max_points: int = 5000
+    duplicates_max_points: int = 2000
 
 
 class Progress(Protocol):
