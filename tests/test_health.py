@@ -325,3 +325,18 @@ def test_bm25_backfill_resumes_after_a_kill(brain: Brain, monkeypatch: pytest.Mo
             assert p.sparse == again.bm25.document(keyword_text(p.payload))
     finally:
         again.close()
+
+
+async def test_mcp_gc_overlap_is_a_typed_error_and_dry_run_is_the_default(
+    client: Any, brain: Brain
+) -> None:
+    with brain.health._exclusive("repair", None, "test"):
+        res = await client.call_tool("health_gc", {}, raise_on_error=False)
+        assert res.is_error and "[ACTION_IN_PROGRESS]" in res.content[0].text
+        assert res.structured_content["error"]["code"] == "ACTION_IN_PROGRESS"
+    brain.store.upsert([Point(str(uuid.uuid4()), {"kind": "doc_chunk", "file_id": "gone",
+                              "user_id": "default", "content": "x"}, dense=[1.0] + [0.0] * 383)])
+    dry = (await client.call_tool("health_gc", {})).structured_content
+    assert dry["dry_run"] and dry["count"] == 1 and dry["deleted"] == 0
+    scan = (await client.call_tool("health_scan", {})).structured_content
+    assert scan["findings"]["orphan_doc_chunks"]["sample"] == dry["ids"]
