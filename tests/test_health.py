@@ -143,11 +143,11 @@ def test_repair_fixes_links_graph_and_vectors(brain: Brain, damaged: dict[str, A
     dry = brain.health.repair(dry_run=True)
     assert dry["dangling_links"] == {"notes": 1, "links": 1} and dry["missing_bm25"] == 1
     assert brain.health.scan()["findings"]["missing_bm25"]["count"] == 1  # dry: unchanged
-    done = brain.health.repair(dry_run=False)
-    assert done["remaining"] == 0
-    f = brain.health.scan()["findings"]
+    done = brain.health.repair(dry_run=False, everyone=True)
+    assert done["remaining"] == 0 and done["graph_nodes_missing_from_store"] == 1
+    f = brain.health.scan(everyone=True)["findings"]
     for k in ("dangling_links", "notes_missing_from_graph", "missing_bm25", "missing_dense",
-              "other_model"):
+              "other_model", "graph_nodes_missing_from_store"):
         assert f[k]["count"] == 0, (k, f[k])
     assert z["graph"] in brain.graph.g
     assert f["missing_fields"]["count"] == 1 and "missing_fields" in done["not_repaired"]

@@ -2,7 +2,8 @@
 
 - dangling links: the missing ids are dropped from the note's ``links`` / ``link_types``
   and from the graph cache;
-- notes missing from the graph cache: added with their links;
+- notes missing from the graph cache: added with their links; graph nodes without a note
+  (a scan over everyone only) are removed;
 - points missing their BM25 vector: encoded again from their text (the BM25 backfill);
 - points missing their dense vector, or stamped with another model: embedded again with the
   active model, when the embedder is that model (else reported, never mixed).
@@ -58,6 +59,7 @@ def repair(
     f = result.findings
     links = dict(sorted(result.dangling.items()))
     graph_ids = f["notes_missing_from_graph"].ids
+    ghosts = f["graph_nodes_missing_from_store"].ids  # only in a scan over everyone
     bm25_ids = sorted(set(f["missing_bm25"].ids))
     dense_ids = sorted(set(f["missing_dense"].ids) | set(f["other_model"].ids))
     can_embed = emb.model == emb.store_model
@@ -65,6 +67,7 @@ def repair(
         "dry_run": dry_run,
         "dangling_links": {"notes": len(links), "links": sum(map(len, links.values()))},
         "notes_missing_from_graph": len(graph_ids),
+        "graph_nodes_missing_from_store": len(ghosts),
         "missing_bm25": len(bm25_ids),
         "reembed": len(dense_ids) if can_embed else 0,
         "not_repaired": {},
@@ -94,6 +97,9 @@ def repair(
         for z in bad:
             if graph.g.has_node(z) and not graph.g.in_degree(z) and not graph.g.out_degree(z):
                 graph.remove_node(z)
+        done += 1
+    for zk in ghosts[: max(0, budget - done)]:
+        graph.remove_node(zk)
         done += 1
     for pid in graph_ids[: max(0, budget - done)]:
         got = store.retrieve([pid])
@@ -137,6 +143,6 @@ def repair(
             if on_batch is not None:
                 on_batch(len(batch))
     out["repaired"] = done
-    out["remaining"] = max(0, len(links) + len(graph_ids) + len(bm25_ids)
+    out["remaining"] = max(0, len(links) + len(ghosts) + len(graph_ids) + len(bm25_ids)
                            + (len(dense_ids) if can_embed else 0) - done)
     return out
