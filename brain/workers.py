@@ -6,7 +6,8 @@ given at registration. Time comes from the injected clock so tests move a ``Manu
 the due workers run on the next tick; ``run_now(name)`` runs one at once (tests, CLI).
 
 Jobs are added with ``register(name, fn)`` where ``fn() -> dict | None`` closes over what it
-works on, at any time, also while the scheduler runs. The composition root (brain/app.py)
+works on, at any time, also while the scheduler runs. A job that could not run (its result
+says ``retry_next_tick``) stays due and is tried again on the next tick. The composition root (brain/app.py)
 registers ``decay`` (salience half-life), ``reclamation`` (forgotten notes past the grace
 period are retired) and ``snapshot``. The last run of each worker is kept in the store's meta record, so a
 server that restarts often still runs its workers on schedule. Within one process a data
@@ -176,10 +177,13 @@ class WorkerRegistry:
             now_ts = self.clock.now().timestamp()
             if not self._due(w, now_ts):
                 continue
+            result: dict[str, Any] = {}
             try:
-                self.run_now(w.name)
+                result = self.run_now(w.name)
             except Exception:  # noqa: BLE001 - logged in run_now; the scheduler goes on
                 pass
+            if result.get("retry_next_tick"):
+                continue  # the job could not run now (e.g. a manual run held it): next tick
             w.next_ts = now_ts + self.config(w.name)[1]
             ran.append(w.name)
         return ran

@@ -165,7 +165,8 @@ def test_overlapping_runs_get_action_in_progress(brain: Brain, damaged: dict[str
         assert svc.gc(project="other")["count"] == 0  # another project runs
         with caplog.at_level(logging.INFO, logger="brain.health.service"):
             skipped = svc.scheduled_gc()  # the automatic run skips to its next tick
-        assert skipped["skipped"] and "scheduled gc skipped" in caplog.text
+        assert skipped["skipped"] and skipped["retry_next_tick"]
+        assert "scheduled gc skipped" in caplog.text
     assert brain.health.gc(dry_run=True)["count"] > 0  # free again
 
 
@@ -180,17 +181,22 @@ def test_gc_schedule_runs_on_the_injected_clock(brain: Brain, damaged: dict[str,
     brain.clock.advance(seconds=interval - 60)  # type: ignore[attr-defined]
     assert "health_gc" not in brain.workers.tick()
     assert brain.health.scan()["findings"]["orphan_files"]["count"] == 1
-    with caplog.at_level(logging.INFO, logger="brain.health.service"):
+    with brain.health._exclusive("gc", "web", "a manual run"):
         brain.clock.advance(seconds=120)  # type: ignore[attr-defined]
-        deadline = time.monotonic() + 10  # the scheduler thread may take the tick first
-        while time.monotonic() < deadline:
-            brain.workers.tick()
+        for _ in range(2):  # due: it tries, meets the manual run, skips, stays due
+            assert "health_gc" not in brain.workers.tick()
             [st] = [w for w in brain.workers.status() if w["name"] == "health_gc"]
-            if st["runs"]:
-                break
+            assert st["runs"] >= 1 and st["last_error"] is None
+            assert st["next_ts"] <= brain.clock.now().timestamp()
+    assert brain.health.scan()["findings"]["orphan_files"]["count"] == 1  # skipped
+    with caplog.at_level(logging.INFO, logger="brain.health.service"):  # the next tick runs
+        deadline = time.monotonic() + 10  # the scheduler thread may take the tick first
+        while time.monotonic() < deadline and "started by schedule" not in caplog.text:
+            brain.workers.tick()
             time.sleep(0.1)
-    assert st["runs"] >= 1 and st["last_error"] is None
-    assert "started by schedule" in caplog.text
+    [st] = [w for w in brain.workers.status() if w["name"] == "health_gc"]
+    assert st["last_error"] is None and "started by schedule" in caplog.text
+    assert st["next_ts"] >= brain.clock.now().timestamp() + interval - 1  # then a day on
     left = brain.health.scan()["findings"]
     assert sum(v["count"] for k, v in left.items()
                if k.startswith("orphan")) == 0, left

@@ -6,7 +6,7 @@ whole store. GC and repair are destructive and dry runs by default.
 
 Runs never overlap per project: a GC or repair asked for while another holds the project
 (or holds every project) gets ``ActionInProgress``; the scheduled GC that meets a manual run
-skips that tick and tries again at the next. Every GC and repair run is logged with who
+skips and tries again at the scheduler's next tick. Every GC and repair run is logged with who
 started it (the caller's identity, or ``schedule``).
 """
 
@@ -179,10 +179,10 @@ class HealthService:
         return {"project": project, "started_by": who, **out}
 
     def scheduled_gc(self) -> dict[str, Any]:
-        """The GC worker's run: every project, every owner; skips while a manual run holds
-        a project (the next tick tries again)."""
+        """The GC worker's run: every project, every owner. While a manual run holds a
+        project it skips, and the scheduler's next tick tries again."""
         try:
             return self.gc(dry_run=False, everyone=True, trigger="schedule")
         except ActionInProgress as exc:
             log.info("scheduled gc skipped: %s", exc.message)
-            return {"skipped": True, "reason": exc.message}
+            return {"skipped": True, "reason": exc.message, "retry_next_tick": True}
