@@ -28,7 +28,8 @@ def _bar(total: int | None, desc: str) -> Iterator[Callable[[int], None]]:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    return open_brain(**({"home": args.home} if args.home else {}))
+    home = getattr(args, "home", None)
+    return open_brain(**({"home": home} if home else {}))
 
 
 def stats(args: argparse.Namespace) -> int:
@@ -85,7 +86,8 @@ def register(sub: Any) -> None:
     def add(name: str, func: Callable[[argparse.Namespace], int], help_: str,
             mine: bool = True) -> argparse.ArgumentParser:
         q = hs.add_parser(name, help=help_)
-        maintenance.add_home(q)
+        # SUPPRESS: ``brain health --home X scan`` keeps the X the parent parsed.
+        q.add_argument("--home", default=argparse.SUPPRESS, help="data dir (default: BRAIN__HOME)")
         q.add_argument("--project", default=None, help="only this project")
         if mine:
             q.add_argument("--mine", action="store_true",
