@@ -292,6 +292,29 @@ class SyncSettings(_Section):
     grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
 
 
+class HealthSettings(_Section):
+    gc_enabled: bool = Field(True, description="Run the scheduled garbage collection")
+    gc_interval_s: float = Field(
+        86_400.0, ge=60,
+        description="Seconds between scheduled GC runs (daily); the first comes one interval "
+                    "after start, never at boot",
+    )  # fmt: skip
+    hot_file_threshold: int = Field(
+        30, ge=1, description="Writes of one source file within the window that make it hot"
+    )
+    hot_file_window_s: float = Field(
+        3600.0, gt=0, le=86_400, description="Rolling window of the hot-file write count, seconds"
+    )
+    hot_files_max: int = Field(
+        200, ge=1, le=10_000, description="Files tracked per project at most (oldest dropped)"
+    )
+    duplicate_threshold: float = Field(
+        0.97, gt=0, le=1,
+        description="Cosine similarity at or above which two notes or chunks are duplicates",
+    )  # fmt: skip
+    sample_ids: int = Field(20, ge=1, le=500, description="Ids a health report shows per finding")
+
+
 class StorageSettings(_Section):
     min_free_mb: float = Field(
         64.0, ge=0,
@@ -427,6 +450,7 @@ class Settings(BaseSettings):
     paths: PathsSettings = Field(default_factory=PathsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
 
     @field_validator("home", mode="after")
     @classmethod

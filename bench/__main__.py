@@ -77,7 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         default="locomo,cosqa,speed,llm,tokens",
-        help="comma-separated subset of locomo,cosqa,speed,llm,tokens",
+        help="comma-separated subset of locomo,cosqa,speed,llm,tokens (and health: integrity "
+        "scan time at 100k notes, only when named)",
     )
     p.add_argument(
         "--merge",
@@ -154,6 +155,12 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
         results["speed"] = {"backend": backend}
         await speed.run(ctx, results["speed"], checkpoint)
+    if "health" in only:
+        from bench import health
+
+        ctx.log("integrity scan at scale ...")
+        results["health"] = await asyncio.to_thread(health.run, ctx.scratch, args.quick, ctx.log)
+        checkpoint()
     if "llm" in only:
         from bench.agentic import measure_add_latency
 

@@ -145,6 +145,19 @@ def speed_section(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def health_section(h: dict[str, Any]) -> str:
+    """Integrity scan time at scale (bench/health.py)."""
+    rows = [[h["notes"], h["scan_best_s"], h["points_per_s"], h["stats_ms"], h["peak_rss_mb"]]]
+    return "\n".join([
+        "Full integrity scan (every owner: one payload pass, graph and sources cross-checks, "
+        "two HasVector-filtered passes) of a bulk-filled Edge store (bench/health.py; "
+        f"runs {h['scan_s']} s):",
+        "",
+        _table(["notes", "scan s (best)", "points/s", "health_stats ms", "peak RSS MB"], rows),
+        "",
+    ])
+
+
 def load(root: Path, quick: bool) -> dict[str, Any]:
     """The figures of the last report (for ``--merge``); empty when there is none."""
     path = root / "bench_out" / ("benchmarks-quick.json" if quick else "benchmarks.json")
@@ -202,6 +215,8 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         parts.append(cosqa_section(results["cosqa"], describe))
     if "speed" in results:
         parts += ["## Speed", "", speed_section(results["speed"])]
+    if "health" in results:
+        parts += ["## Vector health", "", health_section(results["health"])]
     if "llm" in results:
         llm = results["llm"]
         parts += [

@@ -36,6 +36,9 @@ from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable, StoreError
 from brain.files.service import FilesService
 from brain.graph import LinkGraph
+from brain.health import HealthConfig, HealthDeps, HealthService, HotFiles
+from brain.health.repair import Embedders
+from brain.health.scan import Records
 from brain.identity import Identity
 from brain.maintenance import MaintenanceService
 from brain.memory import MemoryConfig, MemoryService
@@ -289,6 +292,10 @@ class Brain:
         # Through the property: decay is built when a job first runs, not with the registry.
         reg.register("decay", lambda: self.decay.decay_salience(), interval_s=6 * 3600)
         reg.register("reclamation", lambda: self.decay.reclaim_forgotten(), interval_s=3600)
+        h = self.settings.health
+        # Destructive: the first run comes one interval after start, never at boot.
+        reg.register("health_gc", lambda: self.health.scheduled_gc(), enabled=h.gc_enabled,
+                     interval_s=h.gc_interval_s, delay_first=True)
         return reg
 
     @functools.cached_property
@@ -336,7 +343,7 @@ class Brain:
         deps = SourcesDeps(
             store=self.store, embedder=self.embedder, bm25=self.bm25, paths=self.paths,
             clock=self.clock, identity=self.identity,
-            model_id=self.meta.model, home=self.home,
+            model_id=self.meta.model, home=self.home, on_file_written=self.hot_files.record,
         )
         cfg = SourcesConfig(
             default_project=s.memory.default_project, concurrency=sync.concurrency,
@@ -360,6 +367,51 @@ class Brain:
             exact_max_points=s.retrieval.exact_max_points,
         )
         return FilesService(deps, s.files)  # the live section: tests tune it at run time
+
+    @functools.cached_property
+    def hot_files(self) -> HotFiles:
+        h = self.settings.health
+        return HotFiles(lambda: self.clock.now().timestamp(), threshold=h.hot_file_threshold,
+                        window_s=h.hot_file_window_s, max_files=h.hot_files_max)
+
+    @functools.cached_property
+    def health(self) -> HealthService:
+        h = self.settings.health
+        deps = HealthDeps(
+            store=self.store, graph=self.graph, bm25=self.bm25, identity=self.identity,
+            records=self._health_records, embedders=self._health_embedders,
+            queues=self._queue_depths,
+            model=lambda: {"active": self.meta.model, "pending_switch": self.pending_model},
+            graph_changed=self.meta.mark_graph_dirty, save_graph=self.save_graph,
+            hot_files=self.hot_files,
+        )
+        return HealthService(deps, HealthConfig(sample_ids=h.sample_ids,
+                                                duplicate_threshold=h.duplicate_threshold))
+
+    def _health_records(self) -> Records:
+        """What the integrity scan checks the store against, read now."""
+        registry = self.sources.registry
+        return Records(
+            source_ids={r.id for r in registry.list()},
+            source_files=lambda sid: set(registry.file_states(sid)),
+            file_ids={str(r["id"]) for r in self.files.records.list()},
+            graph_nodes=set(self.graph.g.nodes),
+            model=self.meta.model,
+        )
+
+    def _health_embedders(self) -> Embedders:
+        return Embedders(notes=self.memory.embed_notes, texts=self.embedder.embed_documents,
+                         model=self.embedder.record.id, store_model=self.meta.model)
+
+    def _queue_depths(self) -> dict[str, Any]:
+        """Queue depths, counts only (they span every owner)."""
+        queue = self.agentic.queue
+        jobs = self.sources.queue.jobs()
+        return {
+            "enrichment": queue.counts() if queue is not None else {},
+            "sync": {s: sum(1 for j in jobs if j.status == s) for s in ("queued", "running")},
+            "files_processing": len(self.files.records.list(status="processing")),
+        }
 
     def _memory_config(self) -> MemoryConfig:
         s = self.settings

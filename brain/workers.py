@@ -6,7 +6,8 @@ given at registration. Time comes from the injected clock so tests move a ``Manu
 the due workers run on the next tick; ``run_now(name)`` runs one at once (tests, CLI).
 
 Jobs are added with ``register(name, fn)`` where ``fn() -> dict | None`` closes over what it
-works on, at any time, also while the scheduler runs. The composition root (brain/app.py)
+works on, at any time, also while the scheduler runs. A job that could not run (its result
+says ``retry_next_tick``) stays due and is tried again on the next tick. The composition root (brain/app.py)
 registers ``decay`` (salience half-life), ``reclamation`` (forgotten notes past the grace
 period are retired) and ``snapshot``. The last run of each worker is kept in the store's meta record, so a
 server that restarts often still runs its workers on schedule. Within one process a data
@@ -54,6 +55,7 @@ class Worker:
     fn: WorkerFn
     default_enabled: bool = True
     default_interval_s: float = 3600.0
+    delay_first: bool = False  # first run one interval after registration, never at boot
     next_ts: float | None = None
     runs: int = 0
     last_run_ts: float | None = None
@@ -83,12 +85,15 @@ class WorkerRegistry:
 
     # ------------------------------------------------------------------ registry
     def register(
-        self, name: str, fn: WorkerFn, *, enabled: bool = True, interval_s: float = 3600.0
+        self, name: str, fn: WorkerFn, *, enabled: bool = True, interval_s: float = 3600.0,
+        delay_first: bool = False,
     ) -> None:
-        """Add (or replace) a worker; ``[workers.<name>]`` settings override the defaults."""
+        """Add (or replace) a worker; ``[workers.<name>]`` settings override the defaults.
+        ``delay_first``: the first run comes one whole interval after registration, whatever
+        the last recorded run (a destructive job never runs at boot)."""
         if not name or not callable(fn):
             raise InvalidArgument("a worker needs a name and a callable fn()", field="name")
-        w = Worker(name, fn, enabled, float(interval_s))
+        w = Worker(name, fn, enabled, float(interval_s), delay_first)
         with self._lock:
             self._workers[name] = w
         # Schedule from the registration instant, so a clock moved later makes it due.
@@ -146,6 +151,8 @@ class WorkerRegistry:
     def _first_due(self, w: Worker) -> float:
         """Last run (kept in the store's meta) + interval; a first run comes soon after."""
         interval = self.config(w.name)[1]
+        if w.delay_first:
+            return self.clock.now().timestamp() + interval
         last = (self.meta.data.get("worker_runs") or {}).get(w.name)
         if last is not None:
             return float(last) + interval
@@ -170,10 +177,13 @@ class WorkerRegistry:
             now_ts = self.clock.now().timestamp()
             if not self._due(w, now_ts):
                 continue
+            result: dict[str, Any] = {}
             try:
-                self.run_now(w.name)
+                result = self.run_now(w.name)
             except Exception:  # noqa: BLE001 - logged in run_now; the scheduler goes on
                 pass
+            if result.get("retry_next_tick"):
+                continue  # the job could not run now (e.g. a manual run held it): next tick
             w.next_ts = now_ts + self.config(w.name)[1]
             ran.append(w.name)
         return ran

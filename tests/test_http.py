@@ -328,6 +328,13 @@ async def test_every_tool_works_with_the_token(
     assert found["count"] >= 1
     await call("reprocess_file", {"file_id": file_id})
     await call("delete_file", {"file_id": file_id})
+    # health
+    assert (await call("health_stats", {"project": p}))["by_kind"]["note"] >= 1
+    assert "orphan_chunks" in (await call("health_scan"))["findings"]
+    assert (await call("health_duplicates", {"project": p}))["removes_nothing"] is True
+    assert "hot_files" in await call("health_hot_files")
+    assert (await call("health_gc"))["dry_run"] is True
+    assert (await call("health_repair", {"project": p}))["dry_run"] is True
 
     listed = {t.name for t in await c.list_tools()}
     assert listed - called == set(), "new tools: add a call for each to this test"

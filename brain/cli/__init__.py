@@ -12,6 +12,7 @@ import sys
 from brain.cli import (
     bench,
     files,
+    health,
     install,
     maintenance,
     owner,
@@ -23,7 +24,7 @@ from brain.cli import (
 from brain.cli.common import open_brain, print_json
 from brain.errors import BrainError
 
-COMMANDS = (serve, maintenance, seed, sources, files, bench, owner, snapshots, install)
+COMMANDS = (serve, maintenance, health, seed, sources, files, bench, owner, snapshots, install)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -70,9 +70,8 @@ def stats(args: argparse.Namespace) -> int:  # noqa: ARG001
 def register(sub: Any) -> None:
     p = sub.add_parser("stats", help="counts, graph size, backend and model")
     p.set_defaults(func=stats)
-    p = sub.add_parser("health", help="validate every note payload; exit 1 if any is invalid")
-    add_home(p)
-    p.set_defaults(func=health)
+    # ``brain health`` (the payload check) is registered by brain/cli/health.py, with the
+    # vector health subcommands under it.
     p = sub.add_parser("migrate", help="run a schema conformance migration (dry run default)")
     p.add_argument("name", choices=MIGRATION_NAMES)
     p.add_argument("--apply", action="store_true", help="write (a backup is written first)")

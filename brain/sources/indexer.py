@@ -25,6 +25,7 @@ chunker's searches (3 ms per chunk measured here).
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -46,6 +47,8 @@ from brain.sources.reconcile import Reconcile
 from brain.sources.registry import Registry, SourceRecord
 from brain.sources.run import Control, Run, RunStats
 from brain.vector_store import VectorStore
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CANCEL_BUDGET_S",
@@ -76,6 +79,10 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(n * _SCALE)
 
 
+# (project, source id, path, owner fields of the source): the hot-file counter (brain/health).
+FileWritten = Callable[[str, str, str, dict[str, str]], None]
+
+
 class Indexer:
     def __init__(
         self,
@@ -88,8 +95,10 @@ class Indexer:
         user_id: str,
         embed_batch: int = 128,
         max_scan_files: int = 200_000,
+        on_file_written: FileWritten | None = None,
     ) -> None:
         self.store = store
+        self._on_file_written = on_file_written
         self.embedder = embedder
         self.bm25 = bm25
         self.registry = registry
@@ -168,6 +177,16 @@ class Indexer:
                 )
             )
         return pieces
+
+    def file_written(self, rec: SourceRecord, rel: str) -> None:
+        if self._on_file_written is None:
+            return
+        owner = {"user_id": rec.user_id or self.user_id, "agent_id": rec.agent_id,
+                 "visibility": rec.visibility}
+        try:
+            self._on_file_written(rec.project, rec.id, rel, owner)
+        except Exception:  # noqa: BLE001 - counting never breaks a sync
+            log.exception("hot-file count failed")
 
     def embed(self, texts: list[str], ctl: Control) -> list[list[float]] | None:
         """Embed in batches, checking for a cancel between them; None when cancelled.

@@ -86,6 +86,8 @@ class Writer:
             ix.store.upsert(points[i : i + 512])
         ix.store.delete(stale)
         ix.registry.put_states(rec.id, states)
+        for w in works:
+            ix.file_written(rec, w.entry.rel)
         run.progress["chunks_reused"] = stats.chunks_reused
 
     def delete(self, rels: set[str]) -> None:

@@ -78,7 +78,14 @@ class HasId:
     ids: tuple[str, ...]
 
 
-Condition = Match | MatchAny | Range | HasId
+@dataclass(frozen=True, slots=True)
+class HasVector:
+    """The point holds the named vector (``DENSE`` or ``SPARSE``); in ``must_not``: lacks it."""
+
+    name: str
+
+
+Condition = Match | MatchAny | Range | HasId | HasVector
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from brain.vector_store.base import (
     TENANT_FIELDS,
     Filter,
     HasId,
+    HasVector,
     Hit,
     Match,
     MatchAny,
@@ -63,6 +64,8 @@ def _condition(cond: Any) -> Any:
         return qe.FieldCondition(key=cond.key, range=rng)
     if isinstance(cond, HasId):
         return qe.HasIdCondition(set(cond.ids))
+    if isinstance(cond, HasVector):
+        return qe.HasVectorCondition(cond.name)
     raise TypeError(f"unsupported filter condition {cond!r}")
 
 

@@ -21,6 +21,7 @@ from brain.vector_store.base import (
     TENANT_FIELDS,
     Filter,
     HasId,
+    HasVector,
     Hit,
     Match,
     MatchAny,
@@ -43,6 +44,8 @@ def _condition(cond: Any) -> Any:
         return models.FieldCondition(key=cond.key, range=rng)
     if isinstance(cond, HasId):
         return models.HasIdCondition(has_id=list(cond.ids))
+    if isinstance(cond, HasVector):
+        return models.HasVectorCondition(has_vector=cond.name)
     raise TypeError(f"unsupported filter condition {cond!r}")
 
 

@@ -93,8 +93,12 @@ def _write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 async def world(brain: Brain, tmp_path: Path) -> AsyncIterator[World]:
+    from config import WorkerSettings
     from mcp_server import create_server
 
+    # The scheduled GC (the janitor, acting for everyone) would collect alice's orphans once
+    # the clock jumps 100 days; these tests are about what callers reach.
+    brain.settings.workers["health_gc"] = WorkerSettings(enabled=False)
     server = create_server(brain=brain)
     caller = ActAs()
     server.add_middleware(caller)
@@ -218,6 +222,13 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
         "get_file": [{"file_id": doc}],
         "reprocess_file": [{"file_id": doc}],
         "delete_file": [{"file_id": doc}],
+        "health_stats": [{}, {"project": "general"}],
+        "health_scan": [{}, {"project": "general"}],
+        "health_duplicates": [{"threshold": 0.01, "max_points": 20_000}],
+        "health_hot_files": [{}],
+        "health_gc": [{"dry_run": True}, {"dry_run": False},
+                      {"dry_run": False, "expect": [src, doc, note]}],
+        "health_repair": [{"dry_run": True}, {"dry_run": False}],
     }
 
 
@@ -325,6 +336,8 @@ async def test_a_sibling_agent_never_reaches_private_data(world: World) -> None:
         aimed[name] = [{**a, "include_siblings": False} for a in aimed[name]]
     aimed["archive_stale_notes"] = [{"dry_run": True}]  # applying would archive shared notes
     aimed["repair_orphans"] = [{"dry_run": True}]
+    aimed["health_gc"] = [{"dry_run": True}]  # applying would collect a1's shared orphans
+    aimed["health_repair"] = [{"dry_run": True}]
     aimed["consolidate_clusters"] = [{"project": "general", "dry_run": True}]
     aimed["record_resolution"] = [{"failure_zk_id": ids["note_private_perm"],
                                    "fix_content": "a fix"}]
@@ -370,6 +383,8 @@ async def _alice_sees_her_own(w: World) -> None:
     assert ok
     ok, text = await w.call(ALICE, "repair_orphans", {"dry_run": True})
     assert ok and w.ids["src_gone"] in text
+    ok, text = await w.call(ALICE, "health_gc", {"dry_run": True})
+    assert ok and '"count":0' not in text.replace(" ", "")  # her removed source's points
 
 
 OLD_FILES_DB = """
