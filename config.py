@@ -288,6 +288,21 @@ class SyncSettings(_Section):
     grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
 
 
+class FsSettings(_Section):
+    max_read_bytes: int = Field(
+        262_144, ge=1024, le=20 * 1024 * 1024,
+        description="Largest file fs_read returns (and preview_change shows), bytes",
+    )
+    max_write_bytes: int = Field(
+        1_048_576, ge=1024, le=5 * 1024 * 1024, description="Largest content fs_write accepts, bytes"
+    )
+    list_limit: int = Field(1000, ge=1, le=20_000, description="Entries one fs_list returns at most")
+    index_timeout_s: float = Field(
+        30.0, gt=0, le=600,
+        description="How long fs_write waits for its file to be indexed before returning",
+    )
+
+
 class StorageSettings(_Section):
     min_free_mb: float = Field(
         64.0, ge=0,
@@ -420,6 +435,7 @@ class Settings(BaseSettings):
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
     sync: SyncSettings = Field(default_factory=SyncSettings)
+    fs: FsSettings = Field(default_factory=FsSettings)
     paths: PathsSettings = Field(default_factory=PathsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)

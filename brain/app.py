@@ -44,6 +44,9 @@ from brain.paths import PathPolicy
 from brain.private import secure_home
 from brain.session import SessionService
 from brain.snapshots import Snapshots
+from brain.sources.fsio import FsConfig, FsService
+from brain.sources.journal import ChangeJournal
+from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
 from brain.store_meta import StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
@@ -306,6 +309,19 @@ class Brain:
             rrf_k=s.retrieval.rrf_k, candidates=s.retrieval.candidates,
         )
         return SourcesService(deps, cfg)
+
+    @functools.cached_property
+    def fs(self) -> FsService:
+        """fs_read / fs_list / fs_write over the sources, with the change journal."""
+        f = self.settings.fs
+        cfg = FsConfig(max_read_bytes=f.max_read_bytes, max_write_bytes=f.max_write_bytes,
+                       list_limit=f.list_limit, index_timeout_s=f.index_timeout_s)
+        return FsService(self.sources, ChangeJournal(self.home / "changes"), self.clock, cfg)
+
+    @functools.cached_property
+    def changes(self) -> ChangeReview:
+        """Review of what fs_write journalled: list, preview, approve, revert."""
+        return ChangeReview(self.fs)
 
     @functools.cached_property
     def files(self) -> FilesService:
