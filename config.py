@@ -180,7 +180,10 @@ class LLMSettings(_Section):
     base_url: str = Field("", description="OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM)")
     api_key: str = Field("", description="Token of the endpoint or of HF Inference Providers")
     provider: str = Field("auto", description="HF Inference Provider of the fast model")
-    hard_provider: str = Field("", description="HF Inference Provider of the hard model")
+    hard_provider: str = Field(
+        "", description="Where the hard model runs: an HF Inference Provider name, or the URL of "
+                        "its own OpenAI-compatible server; empty: the fast model's"
+    )
     fast_model: str = Field("Qwen/Qwen3-4B-Instruct-2507", description="Fast model id")
     hard_model: str = Field("Qwen/Qwen3-30B-A3B-Instruct-2507", description="Hard model id")
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds")
