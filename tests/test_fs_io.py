@@ -195,6 +195,17 @@ async def test_traversal_and_link_escapes_are_refused(
     assert "outside secret" not in json.dumps(await call(mcp, "fs_list", source="proj"))
 
 
+async def test_missing_paths_and_folders_say_what_to_do(mcp: Client, folder: Path) -> None:
+    await add(mcp, folder)
+    await refused(mcp, "fs_read", "FILE_NOT_FOUND", source="proj", path="nope.md")
+    await refused(mcp, "fs_list", "FILE_NOT_FOUND", source="proj", folder="nope")
+    await refused(mcp, "fs_read", "INVALID_ARGUMENT", source="proj", path="src")
+    await refused(mcp, "fs_read", "SOURCE_NOT_FOUND", source="nosuch", path="a.md")
+    long = "d" * 300 + "/x.md"  # a name the filesystem refuses: typed, not an internal error
+    await refused(mcp, "fs_read", "FILE_NOT_FOUND", source="proj", path=long)
+    await refused(mcp, "fs_write", "INVALID_ARGUMENT", source="proj", path=long, content="x")
+
+
 async def test_reads_are_bounded(mcp: Client, opened: list[Brain], folder: Path) -> None:
     await add(mcp, folder)
     cap = opened[0].fs.cfg.max_read_bytes

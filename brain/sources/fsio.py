@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from typing import Any
 from brain.clock import Clock, iso
 from brain.errors import (
     BrainError,
+    DiskFull,
     FileNotFound,
     FileTooLarge,
     InvalidArgument,
@@ -135,6 +138,23 @@ def clean_rel(path: str, root: str) -> str:
     return "/".join(parts)
 
 
+@contextlib.contextmanager
+def os_errors(rel: str) -> Iterator[None]:
+    """An OS refusal (a full disk, a name too long, no permission) as a typed error."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(
+                f"no space left to write {rel}; free some disk space and retry.", path=rel
+            ) from None
+        raise InvalidArgument(
+            f"{rel or 'the path'} could not be used ({exc.strerror or type(exc).__name__}); "
+            "pick a shorter, readable or writable path inside the source.",
+            path=rel,
+        ) from None
+
+
 class FsService:
     """The file view of sources: read, list and write with the index's presence."""
 
@@ -227,6 +247,10 @@ class FsService:
 
     # ------------------------------------------------------------------ fs_read
     def read(self, source: str, path: str) -> dict[str, Any]:
+        with os_errors(path):
+            return self._read(source, path)
+
+    def _read(self, source: str, path: str) -> dict[str, Any]:
         loc = self.locate(source, path)
         self._check_file(loc)
         base: dict[str, Any] = {"source": loc.rec.name, "path": loc.rel}
@@ -241,6 +265,8 @@ class FsService:
             return {**base, "from": "index", "presence": presence, "index": index_state,
                     "content": str(pl.get("content", "")), "truncated": bool(pl.get("truncated")),
                     "size": pl.get("size"), "content_hash": pl.get("content_hash")}
+        if entry == "dir":
+            raise InvalidArgument(f"{loc.rel} is a folder; list it with fs_list.", path=loc.rel)
         if os.path.isfile(loc.full) and not loc.flt.admits(loc.rel):
             raise self._excluded(loc)
         raise FileNotFound(
@@ -278,6 +304,10 @@ class FsService:
 
     # ------------------------------------------------------------------ fs_list
     def list(self, source: str, folder: str = "", limit: int | None = None) -> dict[str, Any]:
+        with os_errors(folder):
+            return self._list(source, folder, limit)
+
+    def _list(self, source: str, folder: str, limit: int | None) -> dict[str, Any]:
         loc = self.locate(source, folder or "")
         cap = min(limit or self.cfg.list_limit, self.cfg.list_limit)
         if loc.rel:
@@ -289,6 +319,12 @@ class FsService:
         except (BrainError, OSError, RuntimeError) as exc:
             indexed, index_state = {}, f"unreachable: {type(exc).__name__}"
         entries = self._merge(loc, disk_files, disk_dirs, indexed, index_state)
+        if loc.rel and not entries and not os.path.isdir(loc.full):
+            raise FileNotFound(
+                f"no folder {loc.rel!r} in source {loc.rec.name!r}, on disk or in the index; "
+                "list its parent with fs_list.",
+                path=loc.rel,
+            )
         entries.sort(key=lambda e: (e["type"] != "dir", e["name"]))
         return {"source": loc.rec.name, "folder": loc.rel, "index": index_state,
                 "entries": entries[:cap], "count": min(len(entries), cap),
@@ -384,6 +420,10 @@ class FsService:
 
     # ------------------------------------------------------------------ fs_write
     def write(self, source: str, path: str, content: str) -> dict[str, Any]:
+        with os_errors(path):
+            return self._write(source, path, content)
+
+    def _write(self, source: str, path: str, content: str) -> dict[str, Any]:
         loc = self.locate(source, path)
         self._check_file(loc)
         size = len(content.encode("utf-8", "surrogatepass"))
@@ -469,6 +509,10 @@ class FsService:
     def put_bytes(self, loc: Located, data: bytes) -> None:
         """Write ``data`` at the path atomically (temp file + rename), creating folders,
         never through a link: each folder on the way is checked after it exists."""
+        with os_errors(loc.rel):
+            self._put_bytes(loc, data)
+
+    def _put_bytes(self, loc: Located, data: bytes) -> None:
         parts = loc.rel.split("/")
         folder = loc.root
         for part in parts[:-1]:
