@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,12 @@ async def test_presence_synced_stale_and_brain(mcp: Client, folder: Path) -> Non
     assert presence(await call(mcp, "fs_list", source="proj")) == {"keys": "", "src": ""}
     assert presence(await call(mcp, "fs_list", source="proj", folder="src")) == {
         "app.py": "synced"}
+    # a folder gone from disk stays listed while the index still holds its files
+    shutil.rmtree(folder / "src")
+    root = await call(mcp, "fs_list", source="proj")
+    assert presence(root) == {"keys": "", "src": "stale_indexed"}
+    assert presence(await call(mcp, "fs_list", source="proj", folder="src")) == {
+        "app.py": "stale_indexed"}
 
 
 async def test_brain_presence_for_a_path_the_filters_now_exclude(

@@ -54,7 +54,7 @@ from brain.sources.filters import (
 )
 from brain.sources.journal import Change, ChangeJournal, digest, new_change_id
 from brain.sources.points import HEAD_CHARS, file_point_id, sha
-from brain.sources.registry import SourceRecord
+from brain.sources.registry import FileState, SourceRecord
 from brain.sources.service import SourcesService
 from brain.sources.walker import (
     APPEND_SUFFIXES,
@@ -69,7 +69,7 @@ from brain.vector_store import Filter, Match, Point
 
 MAX_PATH_CHARS = 4096
 _SNIFF = 8192
-_INDEX_SCAN_CAP = 50_000  # file points looked at for one listing of a source's root
+_INDEX_SCAN_CAP = 2_000  # file points scanned by a listing whose sync state is not trusted
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +206,39 @@ class FsService:
                 out[str(p.payload.get("path"))] = p
         return out
 
-    def _points_under(self, rec: SourceRecord, folder: str) -> dict[str, Point]:
+    def _index_side(
+        self, loc: Located, disk_files: dict[str, FileEntry], states: dict[str, FileState]
+    ) -> tuple[dict[str, Point], set[str]]:
+        """The index's files directly in the folder (by name) and its subfolders.
+
+        The sync state names what the store holds, so its points are fetched by id: a
+        listing reads O(entries) points, never a source's whole index. Only when the state
+        is not trusted (a reset, an interrupted run) is the store scanned too, bounded."""
+        prefix = loc.rel + "/" if loc.rel else ""
+        rels = {prefix + n for n in disk_files}
+        dirs: set[str] = set()
+        for rel in states:
+            if rel.startswith(prefix):
+                rest = rel[len(prefix) :]
+                if "/" in rest:
+                    dirs.add(rest.split("/", 1)[0])
+                else:
+                    rels.add(rel)
+        found = self._points(loc.rec, sorted(rels))
+        if not loc.rec.state_complete:
+            found.update(self._scan_index(loc.rec, loc.rel))
+        here: dict[str, Point] = {}
+        for rel, p in found.items():
+            if not rel.startswith(prefix) or is_secret_path(rel):
+                continue
+            rest = rel[len(prefix) :]
+            if "/" in rest:
+                dirs.add(rest.split("/", 1)[0])
+            else:
+                here[rest] = p
+        return here, {d for d in dirs if not is_secret_path(prefix + d)}
+
+    def _scan_index(self, rec: SourceRecord, folder: str) -> dict[str, Point]:
         must: tuple[Match, ...] = (Match("kind", "file"), Match("source_id", rec.id))
         if folder:
             must += (Match("dirs", folder),)
@@ -313,12 +345,20 @@ class FsService:
         if loc.rel:
             self._check_folder(loc)
         disk_files, disk_dirs = self._scan(loc)
+        states = self.sources.registry.file_states(loc.rec.id)
+        here: dict[str, Point] = {}
+        index_dirs: set[str] = set()
+        index_state = "ok"
         try:
-            indexed = self._points_under(loc.rec, loc.rel)
-            index_state = "ok"
+            here, index_dirs = self._index_side(loc, disk_files, states)
         except (BrainError, OSError, RuntimeError) as exc:
-            indexed, index_state = {}, f"unreachable: {type(exc).__name__}"
-        entries = self._merge(loc, disk_files, disk_dirs, indexed, index_state)
+            index_state = f"unreachable: {type(exc).__name__}"
+        entries = [
+            *self._dir_rows(disk_dirs, index_dirs),
+            *(self._file_row(loc, name, disk_files.get(name), here.get(name), states,
+                             index_state)
+              for name in sorted(set(disk_files) | set(here))),
+        ]
         if loc.rel and not entries and not os.path.isdir(loc.full):
             raise FileNotFound(
                 f"no folder {loc.rel!r} in source {loc.rec.name!r}, on disk or in the index; "
@@ -364,36 +404,19 @@ class FsService:
                     files[de.name] = got
         return files, dirs
 
-    def _merge(
-        self, loc: Located, disk_files: dict[str, FileEntry], disk_dirs: set[str],
-        indexed: dict[str, Point], index_state: str,
-    ) -> builtins.list[dict[str, Any]]:
-        prefix = loc.rel + "/" if loc.rel else ""
-        states = self.sources.registry.file_states(loc.rec.id)
-        here: dict[str, Point] = {}
-        index_dirs: set[str] = set()
-        for rel, p in indexed.items():
-            if not rel.startswith(prefix) or is_secret_path(rel):
-                continue
-            rest = rel[len(prefix) :]
-            if "/" in rest:
-                index_dirs.add(rest.split("/", 1)[0])
-            else:
-                here[rest] = p
+    @staticmethod
+    def _dir_rows(disk_dirs: set[str], index_dirs: set[str]) -> builtins.list[dict[str, Any]]:
         out: builtins.list[dict[str, Any]] = []
         for name in sorted(disk_dirs | index_dirs):
             row: dict[str, Any] = {"name": name, "type": "dir", "on_disk": name in disk_dirs}
             if name not in disk_dirs:
-                row["presence"] = "stale_indexed"
+                row["presence"] = "stale_indexed"  # only the index still holds files there
             out.append(row)
-        for name in sorted(set(disk_files) | set(here)):
-            out.append(self._file_row(loc, name, disk_files.get(name), here.get(name),
-                                      states, index_state))
         return out
 
     def _file_row(
         self, loc: Located, name: str, entry: FileEntry | None, point: Point | None,
-        states: dict[str, Any], index_state: str,
+        states: dict[str, FileState], index_state: str,
     ) -> dict[str, Any]:
         rel = f"{loc.rel}/{name}" if loc.rel else name
         row: dict[str, Any] = {"name": name, "path": rel, "type": "file",
