@@ -410,3 +410,27 @@ async def test_another_callers_changes_are_not_found(
             opened[0].changes.preview(cid)
         with pytest.raises(SourceNotFound):
             opened[0].fs.read("proj", "mine.md")
+
+
+def test_a_torn_last_line_is_skipped_and_blobs_are_checked(tmp_path: Path) -> None:
+    from brain.sources.journal import Change, new_change_id
+
+    j = ChangeJournal(tmp_path / "changes")
+    sha = j.put_blob(b"written")
+    c = Change(id=new_change_id(), source_id="src-1", path="a.md", kind="create",
+               created="2026-12-01T00:00:00Z", user_id="u", agent_id="a", visibility="shared",
+               snapshot_sha=sha, snapshot_size=7)
+    j.record(c)
+    j.decide(c.id, "approved", "2026-12-01T00:01:00Z")
+    with open(j.path, "a") as fh:
+        fh.write('{"event": "reverted", "id": "' + c.id)  # a crash mid-append
+    again = ChangeJournal(tmp_path / "changes")
+    got = again.get(c.id)
+    assert got is not None and got.status == "approved"
+    assert again.blob(sha) == b"written"
+    # the next event after the torn line is not glued to it
+    c2 = Change(**{**c.to_dict(), "id": new_change_id(), "status": "pending", "decided": None})
+    again.record(c2)
+    assert ChangeJournal(tmp_path / "changes").get(c2.id) == c2
+    (again.blobs / sha[:2] / sha).write_bytes(b"damaged")
+    assert again.blob(sha) is None  # a damaged copy is never restored

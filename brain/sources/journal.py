@@ -90,12 +90,25 @@ class ChangeJournal:
     def _replay(self) -> None:
         if not self.path.exists():
             return
+        self._end_torn_line()
         with open(self.path, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
                 try:
                     self._apply(json.loads(line))
                 except (ValueError, TypeError, KeyError):
                     log.warning("change journal line %d is unreadable; skipped", n)
+
+    def _end_torn_line(self) -> None:
+        """A crash mid-append leaves a line without its newline: end it, so the next event
+        starts a line of its own instead of being glued to the torn one (and lost)."""
+        with open(self.path, "rb+") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def _apply(self, event: dict[str, Any]) -> None:
         kind = event.pop("event")
