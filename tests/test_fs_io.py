@@ -197,6 +197,7 @@ async def test_traversal_and_link_escapes_are_refused(
     await refused(mcp, "fs_write", "PATH_OUTSIDE_SOURCE", source="proj", path="up/new.txt",
                   content="x")
     assert not (tmp_path / "new.txt").exists()
+    assert not list((folder.parent / "home" / "changes" / "blobs").rglob("*"))  # nothing kept
     await refused(mcp, "fs_write", "PATH_OUTSIDE_SOURCE", source="proj", path="../evil.txt",
                   content="x")
     assert "outside secret" not in json.dumps(await call(mcp, "fs_list", source="proj"))

@@ -459,6 +459,7 @@ class FsService:
             )
         if not loc.flt.admits(loc.rel):
             raise self._excluded(loc)
+        self._real_folders(loc, create=False)  # before anything is written, blobs included
         if holds_credentials(loc.rel, content):
             raise PathExcluded(
                 f"the content for {loc.rel} is a credential (a service-account key); the brain "
@@ -535,19 +536,26 @@ class FsService:
         with os_errors(loc.rel):
             self._put_bytes(loc, data)
 
-    def _put_bytes(self, loc: Located, data: bytes) -> None:
-        parts = loc.rel.split("/")
+    @staticmethod
+    def _real_folders(loc: Located, *, create: bool) -> None:
+        """Every folder on the way is a real folder (no link), created when ``create``."""
         folder = loc.root
-        for part in parts[:-1]:
+        for part in loc.rel.split("/")[:-1]:
             folder = folder / part
-            with contextlib.suppress(FileExistsError):
-                folder.mkdir()
-            if folder.is_symlink() or not folder.is_dir():
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    folder.mkdir()
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
                 raise PathOutsideSource(
                     f"{loc.rel} goes through {folder.name}, a link or not a folder; write "
                     "to a path of real folders inside the source.",
                     path=loc.rel,
                 )
+            if not folder.exists():
+                return  # nothing further down exists yet
+
+    def _put_bytes(self, loc: Located, data: bytes) -> None:
+        self._real_folders(loc, create=True)
         if target_rel(loc.root, loc.rel) is None:
             raise PathOutsideSource(f"{loc.rel} leads outside the source.", path=loc.rel)
         mode = None
