@@ -184,7 +184,10 @@ class LLMSettings(_Section):
     base_url: str = Field("", description="OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM)")
     api_key: str = Field("", description="Token of the endpoint or of HF Inference Providers")
     provider: str = Field("auto", description="HF Inference Provider of the fast model")
-    hard_provider: str = Field("", description="HF Inference Provider of the hard model")
+    hard_provider: str = Field(
+        "", description="Where the hard model runs: an HF Inference Provider name, or the URL of "
+                        "its own OpenAI-compatible server; empty: the fast model's"
+    )
     fast_model: str = Field("Qwen/Qwen3-4B-Instruct-2507", description="Fast model id")
     hard_model: str = Field("Qwen/Qwen3-30B-A3B-Instruct-2507", description="Hard model id")
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds")
@@ -313,6 +316,19 @@ class HealthSettings(_Section):
         description="Cosine similarity at or above which two notes or chunks are duplicates",
     )  # fmt: skip
     sample_ids: int = Field(20, ge=1, le=500, description="Ids a health report shows per finding")
+class FsSettings(_Section):
+    max_read_bytes: int = Field(
+        262_144, ge=1024, le=20 * 1024 * 1024,
+        description="Largest file fs_read returns (and preview_change shows), bytes",
+    )
+    max_write_bytes: int = Field(
+        1_048_576, ge=1024, le=5 * 1024 * 1024, description="Largest content fs_write accepts, bytes"
+    )
+    list_limit: int = Field(1000, ge=1, le=20_000, description="Entries one fs_list returns at most")
+    index_timeout_s: float = Field(
+        30.0, gt=0, le=600,
+        description="How long fs_write waits for its file to be indexed before returning",
+    )
 
 
 class StorageSettings(_Section):
@@ -447,6 +463,7 @@ class Settings(BaseSettings):
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
     sync: SyncSettings = Field(default_factory=SyncSettings)
+    fs: FsSettings = Field(default_factory=FsSettings)
     paths: PathsSettings = Field(default_factory=PathsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)

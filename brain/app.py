@@ -47,6 +47,9 @@ from brain.paths import PathPolicy
 from brain.private import secure_home
 from brain.session import SessionService
 from brain.snapshots import Snapshots
+from brain.sources.fsio import FsConfig, FsService
+from brain.sources.journal import ChangeJournal
+from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
 from brain.store_meta import META_ID, StoreMeta
 from brain.vector_store import Match, VectorStore, build_store, scroll_all
@@ -330,6 +333,7 @@ class Brain:
 
         return ModelRouter(
             base_url=llm.base_url, api_key=llm.api_key, provider=llm.provider,
+            hard_provider=llm.hard_provider,
             fast_model=llm.fast_model, hard_model=llm.hard_model, timeout_s=llm.timeout_s,
             max_retries=llm.max_retries, daily_token_cap=llm.daily_token_cap,
             usage_path=self.home / "llm_usage.json", clock=self.clock,
@@ -353,6 +357,19 @@ class Brain:
             rrf_k=s.retrieval.rrf_k, candidates=s.retrieval.candidates,
         )
         return SourcesService(deps, cfg)
+
+    @functools.cached_property
+    def fs(self) -> FsService:
+        """fs_read / fs_list / fs_write over the sources, with the change journal."""
+        f = self.settings.fs
+        cfg = FsConfig(max_read_bytes=f.max_read_bytes, max_write_bytes=f.max_write_bytes,
+                       list_limit=f.list_limit, index_timeout_s=f.index_timeout_s)
+        return FsService(self.sources, ChangeJournal(self.home / "changes"), self.clock, cfg)
+
+    @functools.cached_property
+    def changes(self) -> ChangeReview:
+        """Review of what fs_write journalled: list, preview, approve, revert."""
+        return ChangeReview(self.fs)
 
     @functools.cached_property
     def files(self) -> FilesService:
@@ -502,6 +519,35 @@ class Brain:
         self.close()
 
     # ---------------------------------------------------------------- reporting
+    def capabilities(self) -> dict[str, Any]:
+        """brain_capabilities: the chat model and enrichment queue (agentic), plus the
+        reranker, the storage backend and what runs degraded (each with why)."""
+        out = self.agentic.status()
+        info = self.store.info()
+        embedding = embedding_status(self.embedder)
+        degraded: list[dict[str, str]] = []
+        if not out["llm"]["configured"]:
+            degraded.append({"part": "llm", "why": "no chat model configured: enrichment is "
+                             "heuristic and deep_search does not rewrite queries"})
+        if out["llm"].get("paused_by_cap"):
+            degraded.append({"part": "llm", "why": "the daily LLM token cap is reached"})
+        if embedding.get("paused_by_cap"):
+            degraded.append({"part": "embedding", "why": "the daily embedding token cap is "
+                             "reached"})
+        if self.pending_model:
+            degraded.append({"part": "embedding", "why": f"a switch to {self.pending_model} "
+                             "is pending; searches use the active model"})
+        return {
+            **out,
+            "reranker": (self.memory.reranker.status() if self.memory.reranker is not None
+                         else {"enabled": False, "order": "fusion"}),
+            "storage": {"backend": info.backend, "location": info.location,
+                        "points": info.points},
+            "embedding": {k: embedding[k] for k in ("provider", "model", "dimension")
+                          if k in embedding},
+            "degraded": degraded,
+        }
+
     def stats(self) -> dict[str, Any]:
         info = self.store.info()
         return {

@@ -22,7 +22,13 @@ Hierarchy::
     ├── LLMError                    LLM_ERROR: the chat model failed (never raised into a tool call)
     ├── ParseError                  PARSE_FAILED: a document could not be parsed
     ├── Conflict                    CONFLICT: the operation clashes with current state
+    │   ├── ChangeConflict          CHANGE_CONFLICT: a change moved on since its preview
+    │   ├── BaselineMissing         BASELINE_MISSING: a revert has no saved prior content
+    │   └── DestinationOccupied     DESTINATION_OCCUPIED: a revert would overwrite other content
     ├── Forbidden                   FORBIDDEN: the caller may not reach this path or object
+    │   └── PathExcluded            PATH_EXCLUDED: a source's filters (or the credential floor)
+    │                               keep this path out of reads and writes
+    ├── ChangeNotFound              CHANGE_NOT_FOUND: no journalled change of that id for the caller
     ├── DiskFull                    DISK_FULL: not enough free space; the write was refused
     ├── StoreDamaged                STORE_DAMAGED: the store lost data; restore a snapshot
     └── ActionInProgress            ACTION_IN_PROGRESS: the same maintenance run is going on
@@ -138,3 +144,23 @@ class StoreDamaged(BrainError):
 
 class ActionInProgress(Conflict):
     code = "ACTION_IN_PROGRESS"
+
+
+class PathExcluded(Forbidden):
+    code = "PATH_EXCLUDED"
+
+
+class ChangeNotFound(BrainError):
+    code = "CHANGE_NOT_FOUND"
+
+
+class ChangeConflict(Conflict):
+    code = "CHANGE_CONFLICT"
+
+
+class BaselineMissing(Conflict):
+    code = "BASELINE_MISSING"
+
+
+class DestinationOccupied(Conflict):
+    code = "DESTINATION_OCCUPIED"

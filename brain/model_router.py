@@ -6,6 +6,10 @@ Two ways to reach a model:
   ``/chat/completions`` is appended by the client.
 - ``base_url`` empty and ``api_key`` set: HF Inference Providers, routed by ``provider``.
 
+The hard model may live elsewhere (``hard_provider``): an HF Inference Provider name (with
+``api_key``, no ``base_url``) or the URL of its own OpenAI-compatible server (a big model on
+a bigger box). Empty, it shares the fast model's client.
+
 With neither, the router is *offline*: ``complete`` raises ``LLMError`` and callers fall
 back to heuristic enrichment. Tokens are counted per UTC day and, when ``usage_path`` is
 given, persisted so a restart keeps the count; a daily cap pauses calls until the next day.
@@ -21,13 +25,14 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2  # the HTTP client huggingface_hub 2.x is built on
 from huggingface_hub import InferenceClient
 from huggingface_hub.errors import HfHubHTTPError, InferenceTimeoutError
 
 from brain.clock import Clock
-from brain.errors import LLMError
+from brain.errors import ConfigError, LLMError
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +54,7 @@ class ModelRouter:
         base_url: str = "",
         api_key: str = "",
         provider: str = "auto",
+        hard_provider: str = "",
         fast_model: str = "Qwen/Qwen3-4B-Instruct-2507",
         hard_model: str = "Qwen/Qwen3-30B-A3B-Instruct-2507",
         timeout_s: float = 30.0,
@@ -62,6 +68,7 @@ class ModelRouter:
         self._base_url = base_url.rstrip("/")
         self._api_key = api_key
         self._provider = provider
+        self._hard_provider = hard_provider.strip()
         self.fast_model = fast_model
         self.hard_model = hard_model
         self._timeout_s = timeout_s
@@ -77,6 +84,7 @@ class ModelRouter:
         self._last_error = ""
         self._day, self._tokens_today = self._load_usage()
         self._client = self._make_client()
+        self._hard_client = self._make_hard_client()
 
     # -- public -------------------------------------------------------------------------
 
@@ -101,13 +109,14 @@ class ModelRouter:
                 mode="offline",
             )
         model = self.hard_model if tier == "hard" else self.fast_model
+        client = (self._hard_client if tier == "hard" else None) or self._client
         self._check_cap()
         attempt = 0
         while True:
             with self._lock:
                 self._calls += 1
             try:
-                return self._call_once(messages, model, max_tokens)
+                return self._call_once(client, messages, model, max_tokens)
             except _Retryable as error:
                 self._record_failure(error.message)
                 if attempt >= self._max_retries:
@@ -131,6 +140,7 @@ class ModelRouter:
                 "mode": self.mode,
                 "fast_model": self.fast_model,
                 "hard_model": self.hard_model,
+                "hard_provider": self._hard_route(),
                 "tokens_today": self._tokens_today,
                 "daily_token_cap": self._cap,
                 "paused_by_cap": self._cap_reached_locked(),
@@ -141,10 +151,12 @@ class ModelRouter:
 
     # -- one call -----------------------------------------------------------------------
 
-    def _call_once(self, messages: list[dict[str, Any]], model: str, max_tokens: int) -> str:
-        assert self._client is not None
+    def _call_once(
+        self, client: InferenceClient, messages: list[dict[str, Any]], model: str,
+        max_tokens: int,
+    ) -> str:
         try:
-            response = self._client.chat_completion(
+            response = client.chat_completion(
                 messages,
                 model=model,
                 max_tokens=max_tokens,
@@ -191,6 +203,39 @@ class ModelRouter:
                 timeout=self._timeout_s,
             )
         return None
+
+    def _make_hard_client(self) -> InferenceClient | None:
+        """The hard model's own client when ``hard_provider`` names one, else the fast one's."""
+        hard = self._hard_provider
+        if not hard or self._client is None:
+            return self._client
+        if hard.startswith(("http://", "https://")):
+            _allow_offline_endpoint(hard)
+            return InferenceClient(
+                base_url=hard.rstrip("/"), api_key=self._api_key or None, timeout=self._timeout_s
+            )
+        if self._base_url:
+            raise ConfigError(
+                f"llm.hard_provider={hard!r} names an HF Inference Provider, but llm.base_url "
+                "sends every call to your own server; set hard_provider to the URL of the hard "
+                "model's server, or leave it empty.",
+                field="llm.hard_provider",
+            )
+        return InferenceClient(
+            provider=hard,  # type: ignore[arg-type]
+            api_key=self._api_key,
+            timeout=self._timeout_s,
+        )
+
+    def _hard_route(self) -> str:
+        """Where the hard model runs, for status (a URL loses any credentials in it)."""
+        hard = self._hard_provider
+        if not hard:
+            return "same as fast"
+        if "://" not in hard:
+            return hard
+        parts = urlsplit(hard)
+        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text

@@ -97,5 +97,6 @@ def register(mcp: Any, call: Any) -> None:
     async def brain_capabilities() -> dict[str, Any]:
         """Which chat model is live, whether enrichment is LLM or heuristic, the enrichment
         queue (pending, running, done, failed, paused by the token cap), tokens used today,
-        fallbacks and the Obsidian mirror's state. Never shows keys."""
-        return await call(lambda b: b.agentic.status())
+        fallbacks, the Obsidian mirror's state, the reranker, the storage backend and what
+        runs degraded (and why). Never shows keys."""
+        return await call(lambda b: b.capabilities())

@@ -87,7 +87,8 @@ CustomFilters = Annotated[
     FilterRules,
     Field(
         description="Extra payload conditions, AND-combined: {key, value} | {key, any: [...]} "
-        "| {key, gte/gt/lte/lt: number}"
+        "| {key, gte/gt/lte/lt: number}; exclude with {key, none_of: [...]} or add not: true "
+        "to any rule (e.g. {key: tags, value: draft, not: true})"
     ),
 ]
 IncludeSiblings = Annotated[

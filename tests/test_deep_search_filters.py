@@ -97,6 +97,29 @@ async def test_custom_filters(client: Any, notes: dict[str, str]) -> None:
     assert await both(client, project="shop", custom_filters=sig + kinds) == []
 
 
+async def test_custom_filters_exclude_with_not_and_none_of(
+    brain: Brain, client: Any, notes: dict[str, str]
+) -> None:
+    n = notes
+    no_mistakes = [{"key": "note_kind", "none_of": ["mistake"]}]
+    assert await both(client, project="shop", custom_filters=no_mistakes) == [n["decision"]]
+    not_sig = [{"key": "failure_signature", "value": "redis:oom", "not": True}]
+    assert await both(client, project="shop", custom_filters=not_sig) == [n["decision"]]
+    not_any = [{"key": "note_kind", "any": ["decision", "mistake"], "not": True}]
+    assert await both(client, project="shop", custom_filters=not_any) == []
+    # a tag excluded at read time; notes without the tag stay
+    draft = brain.memory.add("redis cache eviction policy draft idea", "shop", tags=["draft"],
+                             autolink=False).note["zk_id"]
+    assert draft in await both(client, project="shop")
+    no_draft = [{"key": "tags", "none_of": ["draft"]}]
+    assert await both(client, project="shop", custom_filters=no_draft) == sorted(
+        [n["decision"], n["mistake"]])
+    # an exclusion only narrows: combined with an inclusion, both hold
+    assert await both(client, project="shop",
+                      custom_filters=no_draft + [{"key": "note_kind", "value": "mistake"}]
+                      ) == [n["mistake"]]
+
+
 async def test_filters_apply_to_linked_notes(
     brain: Brain, client: Any, notes: dict[str, str]
 ) -> None:
@@ -129,6 +152,9 @@ async def test_filters_apply_to_linked_notes(
         {"custom_filters": [{"key": "x"}]},
         {"custom_filters": [{"key": "salience", "gte": "high"}]},
         {"custom_filters": [{"key": "project", "any": "api"}]},
+        {"custom_filters": [{"key": "tags", "none_of": []}]},
+        {"custom_filters": [{"key": "tags", "none_of": ["a"], "value": "b"}]},
+        {"custom_filters": [{"key": "tags", "value": "a", "not": "yes"}]},
         {"max_age_days": 0},
     ],
 )

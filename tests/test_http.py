@@ -307,6 +307,20 @@ async def test_every_tool_works_with_the_token(
     grep = await call("fs_search", {"query": "zebra-kettle", "search_mode": "grep"})
     assert "app.py" in json.dumps(grep)
     await call("fs_search", {"query": "handler", "source": "s1"})
+    # fs: read, list, write (journalled), review
+    assert (await call("fs_read", {"source": "s1", "path": "app.py"}))["presence"] == "synced"
+    assert (await call("fs_list", {"source": "s1"}))["count"] == 1
+    wrote = await call("fs_write", {"source": "s1", "path": "new.md", "content": "over http\n"})
+    assert wrote["indexed"], wrote
+    assert (await call("list_changes"))["count"] == 1
+    seen = await call("preview_change", {"change_id": wrote["change"]["id"]})
+    await call("approve_change", {"change_id": wrote["change"]["id"],
+                                  "fingerprint": seen["fingerprint"]})
+    again = await call("fs_write", {"source": "s1", "path": "new.md", "content": "v2\n"})
+    seen = await call("preview_change", {"change_id": again["change"]["id"]})
+    await call("revert_change", {"change_id": again["change"]["id"],
+                                 "fingerprint": seen["fingerprint"]})
+    assert (src_dir / "new.md").read_text() == "over http\n"
     await call("cancel_sync", {"source": "s1"})
     await call("rescan_source", {"source": "s1"})
     await call("reset_source_state", {"source": "s1"})

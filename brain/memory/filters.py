@@ -75,36 +75,51 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
         must.append(Match("embed_model", m.meta.model))
     # Private notes of sibling agents stay invisible unless asked for.
     must.extend(tenancy.conditions(m.identity, siblings=rf.include_siblings))
-    for rule in rf.custom:
-        must.append(_custom_condition(rule))
+    for rule in rf.custom:  # a negated rule only narrows: it can never widen what is seen
+        cond, negated = _custom_condition(rule)
+        (must_not if negated else must).append(cond)
     base = NOTE_FILTER
     return Filter(must=base.must + tuple(must), must_not=base.must_not + tuple(must_not))
 
 
-_RULE_FIELDS = frozenset({"key", "value", "any", "gte", "gt", "lte", "lt"})
+_RULE_FIELDS = frozenset({"key", "value", "any", "none_of", "not", "gte", "gt", "lte", "lt"})
+_RULE_SHAPES = ("each custom filter is {key, value} | {key, any: [...]} | {key, none_of: [...]} "
+                "| {key, gte/lte/gt/lt}, and any of them with not: true to exclude its matches")
 
 
-def _custom_condition(rule: dict[str, Any]) -> Any:
+def _custom_condition(rule: dict[str, Any]) -> tuple[Any, bool]:
+    """The store condition of one rule and whether it excludes (``not``, ``none_of``)."""
     if not isinstance(rule, dict) or "key" not in rule or set(rule) - _RULE_FIELDS:
-        raise InvalidArgument("each custom filter is {key, value} | {key, any: [...]} | "
-                              "{key, gte/lte/gt/lt}", field="custom")
+        raise InvalidArgument(_RULE_SHAPES, field="custom")
     key = check_filter_key(rule["key"])
     if key in ("kind", "forgotten", "user_id") :
         raise InvalidArgument(f"custom filters cannot override {key!r}", field="custom")
+    negated = rule.get("not", False)
+    if not isinstance(negated, bool):
+        raise InvalidArgument(f"custom filter on {key!r}: not must be true or false",
+                              field="custom")
+    if "none_of" in rule:
+        if negated or {"value", "any"} & set(rule):
+            raise InvalidArgument(f"custom filter on {key!r}: none_of stands alone (it is "
+                                  "already a negation); " + _RULE_SHAPES, field="custom")
+        return MatchAny(key, _values(rule["none_of"], key, "none_of")), True
     if "value" in rule:
-        return Match(key, check_filter_value(rule["value"], key))
+        return Match(key, check_filter_value(rule["value"], key)), negated
     if "any" in rule:
-        values = rule["any"]
-        if not isinstance(values, list) or not 0 < len(values) <= MAX_FILTER_VALUES:
-            raise InvalidArgument(f"custom filter on {key!r}: any must be a list of 1 to "
-                                  f"{MAX_FILTER_VALUES} values", field="custom")
-        return MatchAny(key, tuple(check_filter_value(v, key) for v in values))
+        return MatchAny(key, _values(rule["any"], key, "any")), negated
     bounds: dict[str, float] = {}
     for bound in ("gte", "gt", "lte", "lt"):
         if bound in rule:
             bounds[bound] = check_number(rule[bound], f"custom filter {key!r} {bound}",
                                          lo=-1e300, hi=1e300)
     if bounds:
-        return Range(key, **bounds)
-    raise InvalidArgument(f"custom filter on {key!r} needs value, any, or a range bound",
-                          field="custom")
+        return Range(key, **bounds), negated
+    raise InvalidArgument(f"custom filter on {key!r} needs value, any, none_of, or a range "
+                          "bound", field="custom")
+
+
+def _values(values: Any, key: str, name: str) -> tuple[Any, ...]:
+    if not isinstance(values, list) or not 0 < len(values) <= MAX_FILTER_VALUES:
+        raise InvalidArgument(f"custom filter on {key!r}: {name} must be a list of 1 to "
+                              f"{MAX_FILTER_VALUES} values", field="custom")
+    return tuple(check_filter_value(v, key) for v in values)

@@ -229,6 +229,13 @@ def is_floored(rel_posix: str) -> bool:
     return bool(rel) and (_FLOOR_SPEC.match_file(rel) or _FLOOR_SPEC.match_file(rel + "/"))
 
 
+def is_secret_path(rel_posix: str) -> bool:
+    """True for a path no rule may ever admit: the floor or a built-in secret exclude (a
+    listing leaves it out entirely; a user's exclude only hides a file from sync)."""
+    rel = rel_posix.strip("/")
+    return is_floored(rel) or bool(rel) and _SECRET_SPEC.match_file(rel)
+
+
 class SourceFilter:
     """The exclude/include rule of one source; cheap to call per path, safe across threads."""
 

@@ -144,3 +144,18 @@ async def test_tokens_of_other_users_and_agents_reach_nothing_foreign(
     assert ids["src"] in json.dumps(await _ok(url, alice, "list_sources", {}))
     hits = await _ok(url, alice, "fs_search", {"query": "hmksrc", "search_mode": "grep"})
     assert hits["count"] >= 1
+    # the fs tools: bob's token reaches neither alice's files nor her journalled changes
+    wrote = await _ok(url, alice, "fs_write", {"source": ids["src"], "path": "hmksrc-new.md",
+                                               "content": "hmksrc written over http\n"})
+    change = wrote["change"]["id"]
+    for name, args, code in (
+        ("fs_read", {"source": ids["src"], "path": "notes.md"}, "SOURCE_NOT_FOUND"),
+        ("fs_list", {"source": ids["src"]}, "SOURCE_NOT_FOUND"),
+        ("fs_write", {"source": ids["src"], "path": "x.md", "content": "x"}, "SOURCE_NOT_FOUND"),
+        ("preview_change", {"change_id": change}, "CHANGE_NOT_FOUND"),
+        ("revert_change", {"change_id": change, "fingerprint": "0" * 32}, "CHANGE_NOT_FOUND"),
+    ):
+        ok, text = await _call(url, bob, name, args)
+        assert not ok and f"[{code}]" in text and "hmksrc" not in text, (name, text)
+    assert (await _ok(url, bob, "list_changes", {"status": "all"}))["count"] == 0
+    assert (await _ok(url, alice, "list_changes", {}))["count"] == 1

@@ -158,6 +158,10 @@ async def _populate(w: World) -> None:
         done = await _ok(w, "sync_source", source=ids[key], wait=True)
         assert done["status"] == "done", done
         ids[f"job_{key}"] = done["job_id"]
+        if key != "src_gone":  # a journalled change per source, for the review tools
+            wrote = await _ok(w, "fs_write", source=ids[key], path="written.md",
+                              content=f"{word} written through fs_write\n")
+            ids[f"chg_{key}"] = wrote["change"]["id"]
     # Removed without purge: its points are alice's orphans.
     await _ok(w, "remove_source", source=ids["src_gone"])
     w.bob_dir = w.tmp / "bobs"
@@ -173,7 +177,16 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
            signature: str = "amk:ImportError") -> dict[str, list[dict[str, Any]]]:
     """Arguments for every tool, aimed at the given objects of alice's."""
     q = {"query": ALL_WORDS}
+    change = ids["chg_src_shared"] if src == ids["src_shared"] else ids["chg_src_private"]
+    decide = {"change_id": change, "fingerprint": "0" * 32}
     return {
+        "fs_read": [{"source": src, "path": "notes.md"}],
+        "fs_list": [{"source": src}, {"source": src, "folder": ""}],
+        "fs_write": [{"source": src, "path": "written.md", "content": "overwritten"}],
+        "list_changes": [{"status": "all"}, {"status": "all", "source": src}],
+        "preview_change": [{"change_id": change}],
+        "approve_change": [decide],
+        "revert_change": [decide],
         "add_memory": [{"content": "a note of the other caller", "project": "general"}],
         "update_memory": [{"zk_id": note, "new_content": "overwritten"}],
         "search_memory": [{**q, "top_k": 100, "include_fleeting": True, "all_projects": True,
@@ -243,6 +256,9 @@ NOT_FOUND = {
     "update_source": "SOURCE_NOT_FOUND", "remove_source": "SOURCE_NOT_FOUND",
     "sync_source": "SOURCE_NOT_FOUND", "rescan_source": "SOURCE_NOT_FOUND",
     "reset_source_state": "SOURCE_NOT_FOUND", "reembed": "SOURCE_NOT_FOUND",
+    "fs_read": "SOURCE_NOT_FOUND", "fs_list": "SOURCE_NOT_FOUND",
+    "fs_write": "SOURCE_NOT_FOUND", "preview_change": "CHANGE_NOT_FOUND",
+    "approve_change": "CHANGE_NOT_FOUND", "revert_change": "CHANGE_NOT_FOUND",
 }  # fmt: skip
 
 
@@ -381,6 +397,13 @@ async def _alice_sees_her_own(w: World) -> None:
     assert ok and "amkdocprivate" in text
     ok, _ = await w.call(ALICE, "sync_status", {"job_id": w.ids["job_src_shared"]})
     assert ok
+    ok, text = await w.call(ALICE, "preview_change", {"change_id": w.ids["chg_src_private"]})
+    assert ok and "amksrcprivate" in text
+    ok, text = await w.call(ALICE, "list_changes", {"status": "all"})
+    assert ok and w.ids["chg_src_private"] in text and w.ids["chg_src_shared"] in text
+    ok, text = await w.call(ALICE, "fs_read", {"source": w.ids["src_private"],
+                                               "path": "written.md"})
+    assert ok and "amksrcprivate" in text
     ok, text = await w.call(ALICE, "repair_orphans", {"dry_run": True})
     assert ok and w.ids["src_gone"] in text
     ok, text = await w.call(ALICE, "health_gc", {"dry_run": True})
