@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from config import ConfigInvalid, iter_settings_table, load_settings
+from config import ConfigInvalid, load_settings
+from tools.render_docs import iter_settings_table
 
 
 def test_defaults(home: Path) -> None:

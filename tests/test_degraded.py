@@ -48,6 +48,9 @@ def test_unreachable_server_serves_degraded_and_journals(home: Path) -> None:
         assert stats["backend_state"]["degraded"] is True
         assert stats["backend_state"]["qdrant_reachable"] is False
         assert stats["backend_state"]["last_checked_at"]
+        caps = b.capabilities()
+        assert caps["storage"]["degraded"] is True and caps["storage"]["qdrant_reachable"] is False
+        assert any(d["part"] == "storage" for d in caps["degraded"])
         z = b.memory.add("the payment queue is drained by the replay worker", None).note["zk_id"]
         hits = b.memory.search("payment queue replay worker", 5)
         assert [h["zk_id"] for h in hits] == [z]

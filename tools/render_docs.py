@@ -13,9 +13,70 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from config import render_env_example, render_settings_table  # noqa: E402
+from pydantic import BaseModel, SecretStr  # noqa: E402
+
+from config import ENV_PREFIX, LEGACY_ALIASES, Settings, _default_workers  # noqa: E402
 
 START, END = "<!-- settings-table:start -->", "<!-- settings-table:end -->"
+
+
+def iter_settings_table() -> list[tuple[str, str, str]]:
+    """(env variable, default, description) of every leaf setting, for docs and tests."""
+    rows: list[tuple[str, str, str]] = []
+    for name, field in Settings.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            for sub, subfield in ann.model_fields.items():
+                env = f"{ENV_PREFIX}{name.upper()}__{sub.upper()}"
+                default = subfield.default
+                if isinstance(default, SecretStr):  # a secret's default is empty: show it so
+                    default = default.get_secret_value()
+                rows.append((env, repr(default), subfield.description or ""))
+        elif name == "workers":
+            for wname in _default_workers():
+                for sub in ("ENABLED", "INTERVAL_S"):
+                    env = f"{ENV_PREFIX}WORKERS__{wname.upper()}__{sub}"
+                    rows.append((env, "", f"worker {wname}: {sub.lower()}"))
+        else:
+            rows.append((f"{ENV_PREFIX}{name.upper()}", str(field.default), field.description or ""))
+    return rows
+
+
+def render_env_example() -> str:
+    """The text of ``.env.example``: every setting, commented out at its default."""
+    out = [
+        "# opencode-brain settings. Copy to .env and uncomment what you change.",
+        "# Generic form: BRAIN__SECTION__FIELD (also settable in brain.toml as [section] field).",
+        "",
+    ]
+    section = ""
+    for env, default, desc in iter_settings_table():
+        parts = env.split("__")
+        sec = parts[1] if len(parts) > 2 else "general"
+        if sec != section:
+            section = sec
+            out += ["", f"# ---- [{sec.lower()}]"]
+        value = default.strip("'") if default not in ("None", "''") else ""
+        out.append(f"# {desc}" if desc else f"# {env}")
+        out.append(f"# {env}={value}")
+    out += [
+        "",
+        "# ---- Legacy OpenCode Brain names (accepted as aliases of the fields above)",
+        "# QDRANT_HOST=localhost        # with QDRANT_PORT: a Qdrant server instead of the embedded store",
+        "# QDRANT_PORT=6333",
+    ]
+    for name, (sec, field) in LEGACY_ALIASES.items():
+        out.append(f"# {name}=                      # = BRAIN__{sec.upper()}__{field.upper()}")
+    return "\n".join(out) + "\n"
+
+
+def render_settings_table() -> str:
+    """The README's settings table (markdown), generated from the fields' descriptions."""
+    rows = ["| Variable | Default | What it does |", "|---|---|---|"]
+    for env, default, desc in iter_settings_table():
+        shown = default.strip("'") if default not in ("None", "''", "") else ""
+        rows.append(f"| `{env}` | `{shown}` | {desc} |" if shown else f"| `{env}` | | {desc} |")
+    return "\n".join(rows)
 
 
 def rendered_readme(text: str) -> str:
