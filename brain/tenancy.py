@@ -12,6 +12,12 @@ default: every agent of that user sees it) or private to the calling agent. A mi
 visibility reads as shared (records written before visibility existed); a missing user
 reads as nobody's.
 
+Paths add one rule inside a source (seed 000's per-path read policy): a file under an
+agent's private ``agent-core/<agentId>/`` subtree belongs to that agent alone. Its points
+carry the owner marker (``path_agent``, ``path_private``); every file search, read, list
+and write checks it (:func:`path_readable`, :func:`path_conditions`), a denied path is
+silently absent from results, and naming a fully denied folder is ``FORBIDDEN``.
+
 Services never build their own tenancy filter: they ask here for store conditions
 (:func:`conditions`), a SQL clause (:func:`sql`) or a check of one record
 (:func:`visible`); a record that fails the check is reported exactly as a missing one.
@@ -75,6 +81,37 @@ def conditions(ident: Identity, *, siblings: bool = False) -> tuple[Filter | Mat
     foreign_private = Filter(must=(Match("visibility", PRIVATE),),
                              must_not=(Match("agent_id", ident.agent_id),))
     return (user, Filter(must_not=(foreign_private,)))
+
+
+AGENT_CORE = "agent-core"
+
+
+def path_agent(rel: str) -> str | None:
+    """The agent whose private ``agent-core/<agentId>/`` subtree holds ``rel``, if any."""
+    parts = [p for p in rel.strip("/").split("/") if p]
+    for i, part in enumerate(parts[:-1]):
+        if part == AGENT_CORE:
+            return parts[i + 1]
+    return None
+
+
+def path_fields(rel: str) -> dict[str, Any]:
+    """The owner marker a source point of ``rel`` carries (none outside agent-core)."""
+    agent = path_agent(rel)
+    return {} if agent is None else {"path_agent": agent, "path_private": True}
+
+
+def path_readable(rel: str, ident: Identity) -> bool:
+    """Whether ``ident`` may read the source path ``rel`` (a file or a folder)."""
+    agent = path_agent(rel + "/")
+    return agent is None or agent == ident.agent_id
+
+
+def path_conditions(ident: Identity) -> tuple[Filter, ...]:
+    """Store conditions that drop source points under another agent's agent-core subtree."""
+    foreign = Filter(must=(Match("path_private", True),),
+                     must_not=(Match("path_agent", ident.agent_id),))
+    return (Filter(must_not=(foreign,)),)
 
 
 def visible(record: Mapping[str, Any], ident: Identity) -> bool:

@@ -14,6 +14,7 @@ Everything else is read, redacted, chunked and handed to the writer for its vect
 
 from __future__ import annotations
 
+from brain import tenancy
 from brain.redact import redact
 from brain.sources.categories import categorize
 from brain.sources.filters import holds_credentials
@@ -164,7 +165,8 @@ class Changes:
         run, e = self.run, work.entry
         ids = [file_point_id(run.rec.id, e.rel)]
         ids += [chunk_point_id(run.rec.id, e.rel, i) for i in range(old.n_chunks)]
-        if old.size != e.size or old.mtime_ns != e.mtime_ns:
+        marker = tenancy.path_fields(e.rel)  # written before the marker existed: add it
+        if old.size != e.size or old.mtime_ns != e.mtime_ns or marker:
             run.ix.store.set_payload(
                 ids,
                 {
@@ -174,6 +176,7 @@ class Changes:
                     "category": work.category,
                     "tags": work.tags,
                     "frontmatter": work.capture,
+                    **marker,
                 },
             )
         run.stats.files_refreshed += 1

@@ -35,12 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from brain import tenancy
 from brain.clock import Clock, iso
 from brain.errors import (
     BrainError,
     DiskFull,
     FileNotFound,
     FileTooLarge,
+    Forbidden,
     InvalidArgument,
     PathExcluded,
     PathOutsideSource,
@@ -171,7 +173,15 @@ class FsService:
         rec = self.sources.get(source)  # SOURCE_NOT_FOUND for what the caller may not see
         self.sources.paths.check_source(rec.root)
         flt = SourceFilter(Path(rec.root), rec.exclude, rec.include, rec.use_gitignore)
-        return Located(rec, clean_rel(path, rec.root), flt)
+        rel = clean_rel(path, rec.root)
+        if rel and not tenancy.path_readable(rel, self.sources.caller):
+            raise Forbidden(f"{rel} is in another agent's private subtree (agent-core/<agent>/);"
+                            " only that agent reads or writes it.", path=rel)
+        return Located(rec, rel, flt)
+
+    def _readable(self, loc: Located, name: str) -> bool:
+        return tenancy.path_readable(f"{loc.rel}/{name}" if loc.rel else name,
+                                     self.sources.caller)
 
     def _check_file(self, loc: Located) -> None:
         """A file path the sync could read: inside, through no link out, admitted."""
@@ -353,6 +363,11 @@ class FsService:
             here, index_dirs = self._index_side(loc, disk_files, states)
         except (BrainError, OSError, RuntimeError) as exc:
             index_state = f"unreachable: {type(exc).__name__}"
+        # Another agent's private subtree is silently absent (tenancy.py).
+        disk_files = {n: e for n, e in disk_files.items() if self._readable(loc, n)}
+        here = {n: p for n, p in here.items() if self._readable(loc, n)}
+        disk_dirs = {d for d in disk_dirs if self._readable(loc, d)}
+        index_dirs = {d for d in index_dirs if self._readable(loc, d)}
         entries = [
             *self._dir_rows(disk_dirs, index_dirs),
             *(self._file_row(loc, name, disk_files.get(name), here.get(name), states,

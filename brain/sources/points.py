@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain import tenancy
 from brain.bm25 import BM25Encoder
 from brain.sources.categories import parse_frontmatter
 from brain.sources.registry import FileState, SourceRecord
@@ -118,6 +119,8 @@ def base_payload(w: Work, rec: SourceRecord, model_id: str, user_id: str) -> dic
         "user_id": rec.user_id or user_id,
         "agent_id": rec.agent_id,
         "visibility": rec.visibility,
+        # An agent's private agent-core/<agentId>/ subtree: the owner marker (tenancy.py).
+        **tenancy.path_fields(e.rel),
     }
 
 

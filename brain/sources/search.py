@@ -90,6 +90,7 @@ def store_filter(scope: Scope, kinds: Sequence[str] = ("file", "chunk")) -> Filt
     ]
     if scope.who is not None:
         must.extend(tenancy.conditions(scope.who))
+        must.extend(tenancy.path_conditions(scope.who))
     if scope.folder:
         must.append(Match("dirs", scope.folder))
     if scope.categories:
@@ -277,6 +278,8 @@ def grep_mode(
             continue
         if allowed is not None and (rec.id, h.path) not in allowed:
             continue
+        if scope.who is not None and not tenancy.path_readable(h.path, scope.who):
+            continue  # another agent's private subtree: silently absent (tenancy.py)
         out.append(
             {
                 "path": h.path,

@@ -453,6 +453,9 @@ class SourcesService:
     def _scope(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:
         scope = self._scope_of(project, source, folder)
         scope.who = self.caller  # the store filter checks each point's owner too
+        if scope.folder and not tenancy.path_readable(scope.folder, scope.who):
+            raise Forbidden(f"{scope.folder} is another agent's private subtree; search "
+                            "outside it, or as that agent.", path=scope.folder)
         return scope
 
     def _scope_of(self, project: str | None, source: str | None, folder: str | None) -> fs.Scope:

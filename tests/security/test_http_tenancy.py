@@ -159,3 +159,53 @@ async def test_tokens_of_other_users_and_agents_reach_nothing_foreign(
         assert not ok and f"[{code}]" in text and "hmksrc" not in text, (name, text)
     assert (await _ok(url, bob, "list_changes", {"status": "all"}))["count"] == 0
     assert (await _ok(url, alice, "list_changes", {}))["count"] == 1
+
+
+async def test_another_agents_private_subtree_is_absent_and_forbidden(
+    server: Server, tmp_path: Path
+) -> None:
+    """Seed 000's per-path read policy over HTTP: a1 and a2 (one user) share a source; the
+    files under agent-core/a1/ are a1's alone in every search mode, fs_read and fs_list."""
+    a1 = _token_add(server.home, "carol", "a1")
+    a2 = _token_add(server.home, "carol", "a2")
+    url = server.url
+    src = tmp_path / "shared-src"
+    (src / "agent-core" / "a1").mkdir(parents=True)
+    (src / "agent-core" / "a2").mkdir(parents=True)
+    (src / "agent-core" / "a1" / "memory.md").write_text("# zqcore\n\nzqcore private plan.\n")
+    (src / "agent-core" / "a2" / "memory.md").write_text("# zqtwo\n\nzqtwo own plan.\n")
+    (src / "readme.md").write_text("# zqpub\n\nzqpub shared deployment notes.\n")
+    added = await _ok(url, a1, "add_source", {"path": str(src), "name": "team",
+                                              "trigger": "manual"})
+    done = await _ok(url, a1, "sync_source", {"source": added["source"]["id"], "wait": True})
+    assert done["status"] == "done", done
+
+    async def seen(token: str) -> str:
+        out = []
+        for mode, query in (("semantic", "zqcore private plan"), ("filter", "zqcore"),
+                            ("grep", "zqcore")):
+            out.append(json.dumps(await _ok(url, token, "fs_search", {
+                "query": query, "search_mode": mode, "source": "team"})))
+        out.append(json.dumps(await _ok(url, token, "fs_list", {"source": "team",
+                                                                 "folder": "agent-core"})))
+        return "\n".join(out)
+
+    mine, theirs = await seen(a1), await seen(a2)
+    assert "zqcore" in mine and "agent-core/a1" in mine  # positive control
+    assert "zqcore" not in theirs and "agent-core/a1" not in theirs
+    listed = await _ok(url, a2, "fs_list", {"source": "team", "folder": "agent-core"})
+    assert [e["name"] for e in listed["entries"]] == ["a2"]
+    read = await _ok(url, a1, "fs_read", {"source": "team", "path": "agent-core/a1/memory.md"})
+    assert "zqcore" in json.dumps(read)
+    for name, args in (
+        ("fs_read", {"source": "team", "path": "agent-core/a1/memory.md"}),
+        ("fs_list", {"source": "team", "folder": "agent-core/a1"}),
+        ("fs_write", {"source": "team", "path": "agent-core/a1/memory.md", "content": "x"}),
+        ("fs_search", {"query": "plan", "search_mode": "semantic", "source": "team",
+                       "folder": "agent-core/a1"}),
+        ("fs_search", {"query": "zqcore", "search_mode": "grep", "source": "team",
+                       "folder": "agent-core/a1"}),
+    ):
+        ok, text = await _call(url, a2, name, args)
+        assert not ok and "[FORBIDDEN]" in text and "zqcore" not in text, (name, text)
+    assert (src / "agent-core" / "a1" / "memory.md").read_text().startswith("# zqcore")
