@@ -9,6 +9,9 @@ re-embed, purge).
 - Cancellable: each job has a ``cancel`` event the runner checks between files and between
   embedding batches, so a cancel takes effect within about a second. A cancelled run is not
   an error; what it indexed stays.
+- Durable ids: with a :class:`JobRecords` (sources.db), every job is recorded when queued,
+  started and finished, so ``sync_status(job_id)`` answers after a restart; jobs a stopped or
+  killed process left queued or running are resumed under their ids (:meth:`resume`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +74,32 @@ class Job:
 Runner = Callable[[Job], dict[str, Any]]
 
 
+class JobRecords(Protocol):
+    """Where jobs are recorded (brain/sources/registry.py)."""
+
+    def save_job(self, job: dict[str, Any]) -> None: ...
+
+    def load_job(self, job_id: str) -> dict[str, Any] | None: ...
+
+
+def job_from(data: dict[str, Any]) -> Job:
+    """A recorded job, as it was when recorded (targeted paths beyond 50 are not kept)."""
+    return Job(
+        id=str(data["job_id"]), source_id=str(data["source_id"]), project=str(data["project"]),
+        kind=str(data["kind"]), paths=set(data["paths"]) if data.get("paths") else None,
+        scope=data.get("scope"), reason=str(data.get("reason") or "manual"),
+        status=str(data["status"]), progress=dict(data.get("progress") or {}),
+        result=dict(data.get("result") or {}), error=data.get("error"),
+        created=float(data["created"]), started=data.get("started"),
+        finished=data.get("finished"),
+    )
+
+
 class SyncQueue:
-    def __init__(self, runner: Runner, concurrency: int = 2) -> None:
+    def __init__(self, runner: Runner, concurrency: int = 2,
+                 records: JobRecords | None = None) -> None:
         self._runner = runner
+        self._records = records
         self._concurrency = max(1, concurrency)
         self._cv = threading.Condition()
         self._queues: dict[str, deque[Job]] = {}
@@ -139,12 +165,36 @@ class SyncQueue:
             if kind == "purge":  # a purge makes every queued job of the source moot
                 for old in list(queued):
                     self._drop(old)
-            self._jobs[job.id] = job
-            self._queues.setdefault(project, deque()).append(job)
-            if project not in self._turns:
-                self._turns.append(project)
-            self._cv.notify_all()
+            self._enqueue(job)
             return job
+
+    def resume(self, data: dict[str, Any]) -> Job:
+        """Queue again, under its id, a recorded job a previous process never finished. A
+        targeted job resumes as a full sync (its recorded paths may be cut)."""
+        job = job_from(data)
+        job.status, job.started, job.reason = "queued", None, "resumed"
+        if job.kind == "targeted":
+            job.kind, job.paths = "sync", None
+        with self._cv:
+            self._enqueue(job)
+        return job
+
+    def _enqueue(self, job: Job) -> None:
+        self._jobs[job.id] = job
+        self._queues.setdefault(job.project, deque()).append(job)
+        if job.project not in self._turns:
+            self._turns.append(job.project)
+        self._record(job)
+        self._cv.notify_all()
+
+    def _record(self, job: Job) -> None:
+        # A job a stop cancels stays recorded as it was, so the next start resumes it.
+        if self._records is None or (self._stopping and job.status == "cancelled"):
+            return
+        try:
+            self._records.save_job(job.to_dict())
+        except Exception:  # noqa: BLE001 - the queue runs on without the record
+            log.exception("recording sync job %s failed", job.id)
 
     def _fold(
         self, queued: list[Job], kind: str, paths: set[str] | None, scope: str | None
@@ -199,7 +249,11 @@ class SyncQueue:
     # -- reads -----------------------------------------------------------------------------
     def get(self, job_id: str) -> Job | None:
         with self._cv:
-            return self._jobs.get(job_id)
+            job = self._jobs.get(job_id)
+        if job is None and self._records is not None:
+            data = self._records.load_job(job_id)  # a job of a previous process
+            job = job_from(data) if data is not None else None
+        return job
 
     def jobs(self, source_id: str | None = None) -> list[Job]:
         with self._cv:
@@ -242,6 +296,7 @@ class SyncQueue:
                     return
                 job.status, job.started = "running", time.time()
                 self._running[job.source_id] = job
+                self._record(job)
             status, result, error = "done", {}, None
             try:
                 result = self._runner(job) or {}
@@ -259,6 +314,7 @@ class SyncQueue:
     def _finish(self, job: Job, status: str) -> None:
         job.status, job.finished = status, time.time()
         job.done.set()
+        self._record(job)
         self._finished.append(job.id)
         while len(self._finished) > _HISTORY:
             self._jobs.pop(self._finished.popleft(), None)

@@ -13,6 +13,7 @@ Two tables:
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import threading
@@ -52,7 +53,16 @@ CREATE TABLE IF NOT EXISTS files (
     embed_model TEXT NOT NULL,
     PRIMARY KEY (source_id, rel)
 );
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    source_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    data TEXT NOT NULL
+);
 """
+# Sync jobs kept for sync_status after a restart (the newest; older ones are pruned).
+JOB_HISTORY = 1000
 
 TRIGGERS = ("auto", "manual", "interval")
 
@@ -197,6 +207,33 @@ class Registry:
             rec = SourceRecord.from_dict({**rec.to_dict(), **fields})
             self.save(rec)
             return rec
+
+    # -- sync jobs -------------------------------------------------------------------------
+    def save_job(self, job: dict[str, Any]) -> None:
+        """Record a sync job (queued, running or finished) so its id outlives the process."""
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT INTO jobs (id, source_id, status, created, data) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET status = excluded.status, data = excluded.data",
+                (job["job_id"], job["source_id"], job["status"], float(job["created"]),
+                 json.dumps(job, default=str)),
+            )
+            self._db.execute(
+                "DELETE FROM jobs WHERE id NOT IN (SELECT id FROM jobs ORDER BY created DESC "
+                "LIMIT ?)", (JOB_HISTORY,))
+
+    def load_job(self, job_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def unfinished_jobs(self) -> builtins.list[dict[str, Any]]:
+        """Jobs a previous process queued or ran and never finished, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT data FROM jobs WHERE status IN ('queued', 'running') ORDER BY created"
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
 
     def delete(self, source_id: str) -> None:
         with self._lock, self._db:

@@ -64,7 +64,7 @@ class SyncScheduler:
         self.paths = paths
         self.clock = clock
         self.cfg = cfg
-        self.queue = SyncQueue(self.run_job, cfg.concurrency)
+        self.queue = SyncQueue(self.run_job, cfg.concurrency, registry)
         self.watcher = SourceWatcher(self.watched, self.on_changes, int(cfg.debounce_s * 1000))
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
@@ -79,6 +79,8 @@ class SyncScheduler:
         self.watcher.start()
         self._timer = threading.Thread(target=self._timer_loop, name="sync-scheduler", daemon=True)
         self._timer.start()
+        for data in self.registry.unfinished_jobs():  # left by a stop or a crash
+            self.queue.resume(data)
         for rec in self.registry.list():  # catch up with changes made while we were down
             if rec.trigger == "auto":
                 self.queue.submit(rec.id, rec.project, "sync", reason="startup")
