@@ -287,6 +287,7 @@ class Brain:
             home=self.home, identity=self.identity,
             default_project=self.settings.memory.default_project,
             save_graph=self.save_graph, stats=self.stats,
+            sources=self.sources, files=self.files,
         )
 
     @functools.cached_property

@@ -12,7 +12,8 @@
                                              value moves to note_kind when it is a kind
   Migrations only add or change payload fields, never content, so vectors stay valid.
 - ``restore_backup`` puts every backed-up payload back exactly (whole payload replaced).
-- ``export_jsonl`` / ``import_jsonl``: one JSON object per line (header, notes, retired ids);
+- ``export_jsonl`` / ``import_jsonl``: one JSON object per line (header, notes, retired ids,
+  then sources, documents and pending sync jobs: brain/portable.py);
   import re-embeds from the text with the home's model and reproduces notes, links and
   counters exactly.
 - ``weekly`` runs the weekly routine: stale archival, reclamation, health, stats.
@@ -34,10 +35,12 @@ from typing import Any, NoReturn
 
 from tqdm import tqdm
 
+from brain import portable
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso, parse_iso
 from brain.decay import DecayService
 from brain.errors import Conflict, InvalidArgument
+from brain.files.service import FilesService
 from brain.graph import LinkGraph
 from brain.identity import Identity
 from brain.memory import MemoryService, keyword_text
@@ -52,6 +55,7 @@ from brain.notes import (
 )
 from brain.private import private_file
 from brain.redact import redact_tree
+from brain.sources.service import SourcesService
 from brain.store_meta import StoreMeta
 from brain.vector_store import Filter, Match, MatchAny, Point, VectorStore, scroll_all
 
@@ -211,6 +215,8 @@ class MaintenanceService:
         default_project: str,
         save_graph: Callable[[], None],
         stats: Callable[[], dict[str, Any]],
+        sources: SourcesService | None = None,
+        files: FilesService | None = None,
     ) -> None:
         self.memory = memory
         self.store = store
@@ -224,6 +230,9 @@ class MaintenanceService:
         self.default_project = default_project
         self.save_graph = save_graph
         self.stats = stats  # the whole brain's (the weekly report shows it)
+        # What an export carries besides notes (brain/portable.py), when the brain has them.
+        self.sources = sources
+        self.files = files
 
     def note_points(self, with_vectors: bool = False) -> Iterator[Point]:
         """Every note point (forgotten, archived and legacy ones included), paged."""
@@ -410,10 +419,17 @@ class MaintenanceService:
             for pt in scroll_all(self.store, retired_flt):
                 fh.write(json.dumps({"type": "retired", "id": pt.id, "payload": pt.payload}) + "\n")
                 retired += 1
+            extras: Counter[str] = Counter()
+            if self.sources is not None and self.files is not None:
+                for line in portable.export_records(self.sources, self.files):
+                    fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+                    extras[line["type"]] += 1
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        return {"path": str(path), "notes": notes, "retired": retired}
+        return {"path": str(path), "notes": notes, "retired": retired,
+                "sources": extras["source"], "documents": extras["document"],
+                "jobs": extras["job"]}
 
     def _read_export(self, path: Path) -> Iterator[dict[str, Any]]:
         with open(path, encoding="utf-8") as fh:
@@ -433,6 +449,13 @@ class MaintenanceService:
                             "(missing header); nothing was imported",
                             field="path",
                         )
+                    continue
+                if isinstance(rec, dict) and rec.get("type") in portable.TYPES:
+                    if not portable.valid(rec):
+                        raise InvalidArgument(
+                            f"{path}:{lineno} is not a valid {rec['type']} record; nothing "
+                            "was imported", field="path")
+                    yield rec
                     continue
                 ok = (
                     isinstance(rec, dict)
@@ -460,7 +483,11 @@ class MaintenanceService:
         total = 0
         clashes: list[str] = []
         batch: list[str] = []
+        extras: list[dict[str, Any]] = []
         for rec in self._read_export(path):
+            if rec["type"] in portable.TYPES:
+                extras.append(rec)
+                continue
             total += 1
             batch.append(
                 rec["id"] if isinstance(rec.get("id"), str) else point_id(rec["payload"]["zk_id"])
@@ -481,6 +508,8 @@ class MaintenanceService:
         pending: list[tuple[str, dict[str, Any]]] = []
         with _bar(total, "import", progress) as bar:
             for rec in self._read_export(path):
+                if rec["type"] in portable.TYPES:
+                    continue
                 p = rec["payload"]
                 pid = rec["id"] if isinstance(rec.get("id"), str) else point_id(p["zk_id"])
                 bar.update(1)
@@ -497,11 +526,16 @@ class MaintenanceService:
                     pending = []
             imported += self._import_batch(pending)
         self._rebuild_graph()
+        restored: dict[str, int] = {}
+        if extras and self.sources is not None and self.files is not None:
+            restored = portable.restore(extras, self.sources, self.files,
+                                        replace=on_conflict == "replace")
         return {
             "path": str(path),
             "imported": imported,
             "skipped": skipped,
             "model": self.meta.model,
+            **restored,
         }
 
     def _import_batch(self, items: list[tuple[str, dict[str, Any]]]) -> int:

@@ -254,6 +254,34 @@ class FilesService:
         self._enqueue(rec["id"], generation)
         return public(updated)
 
+    def restore(self, rec: dict[str, Any], text: dict[str, Any] | None,
+                raw: bytes | None) -> bool:
+        """An upload from an export (brain/portable.py): its record (owner included), parsed
+        text and kept bytes, replacing one of the same id; indexed again by the worker.
+        False when this home already holds the same bytes for the same owner."""
+        generation = int(rec.get("generation") or 1)
+        with self._write_lock:
+            if self.records.get(rec["id"]) is not None:
+                self.records.delete(rec["id"])
+                self.worker.drop_points(rec["id"])
+            storage = self.blobs.put(rec["content_hash"], raw) if raw is not None else ""
+            if text is not None:
+                self.texts.put(rec["id"], text)
+            usable = raw is not None or text is not None
+            new = {**rec, "storage_path": storage, "chunks_count": None,
+                   "status": "processing" if usable else "failed",
+                   "reason": None if usable else "imported without its text or bytes; "
+                                                 "upload it again",
+                   "generation": generation, "attempts": 0,
+                   "updated_at": iso(self.deps.clock.now())}
+            try:
+                self.records.insert(new)
+            except DuplicateContent:
+                return False
+        if usable:
+            self._enqueue(rec["id"], generation)
+        return True
+
     def delete(self, file_id: str) -> dict[str, Any]:
         """Remove the record, its points and (when no other record shares it) the bytes."""
         rec = self._owned(file_id)
