@@ -1,9 +1,13 @@
 """Derive a file's category from its path and content, plus a whitelisted frontmatter capture.
 
-Contribution layouts (skills, rules, agents, commands, identity files) match at the
-source root and inside well-known tool directories (``.claude/agents/x.md``). Markdown
-under agents/, rules/, docs/ and ``*.agent.md`` keep their contribution category only
-when their frontmatter carries ``id`` or ``name``; otherwise they are plain docs.
+Contribution layouts (skills, rules, instructions, agents, commands, identity files) match at
+the source root and inside well-known tool directories (``.claude/agents/x.md``). Markdown
+under agents/, rules/, instructions/, docs/ and ``*.agent.md`` keep their contribution
+category only when their frontmatter carries ``id`` or ``name``; otherwise they are plain docs.
+
+Package manifests (package.json, plugin.json, manifest.json, pyproject.toml, Cargo.toml)
+carry a usability flag (:func:`manifest_fields`): usable when their content declares a
+recognized package shape. (The agent-core owner marker is brain/tenancy.py's.)
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 CATEGORIES = (
     "skills",
     "rules",
+    "instructions",
     "agents",
     "commands",
     "contribution",
@@ -178,6 +183,8 @@ def _gated_category(lower: str, sub: list[str], dirs: list[str], is_md: bool) ->
         return "agents"
     if sub[:1] in (["rules"], ["rule"]):
         return "rules"
+    if sub[:1] in (["instructions"], ["instruction"]):
+        return "instructions"
     if "docs" in dirs or "doc" in dirs:
         return "docs"
     return None
@@ -196,6 +203,52 @@ def _plain_category(lower: str, dirs: list[str]) -> str:
     if suffix in _CODE_EXT:
         return "code"
     return "other"
+
+
+# -- manifests ---------------------------------------------------------------------------
+
+MANIFESTS = frozenset({"package.json", "plugin.json", "manifest.json", "marketplace.json",
+                       "pyproject.toml", "cargo.toml"})
+_PLUGIN_PARTS = ("commands", "agents", "skills", "hooks", "mcpServers", "rules", "plugins")
+
+
+def manifest_fields(rel_posix: str, text: str | None) -> dict[str, Any]:
+    """``{manifest_usable, manifest_shape}`` for a package manifest, else ``{}``. Usable
+    means the content declares a recognized package shape: npm (name and version), an agent
+    plugin or marketplace (a name and what it contributes), a web-extension style manifest
+    (name and version or manifest_version), a Python project or a Cargo package (a name)."""
+    name = rel_posix.rsplit("/", 1)[-1].lower()
+    if name not in MANIFESTS:
+        return {}
+    shape = _shape(name, text or "")
+    return {"manifest_usable": shape is not None, "manifest_shape": shape or ""}
+
+
+def _shape(name: str, text: str) -> str | None:
+    if name.endswith(".toml"):
+        import tomllib
+
+        try:
+            data = tomllib.loads(text[:_MAX_FRONTMATTER * 16])
+        except (tomllib.TOMLDecodeError, ValueError):
+            return None
+        table = data.get("project" if name == "pyproject.toml" else "package")
+        ok = isinstance(table, dict) and isinstance(table.get("name"), str)
+        return ("python" if name == "pyproject.toml" else "cargo") if ok else None
+    import json
+
+    try:
+        data = json.loads(text[:_MAX_FRONTMATTER * 16])
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        return None
+    if name == "package.json":
+        return "npm" if isinstance(data.get("version"), str) else None
+    if name in ("plugin.json", "marketplace.json"):
+        return "plugin" if any(k in data for k in _PLUGIN_PARTS) or "version" in data else None
+    has_version = isinstance(data.get("version"), str) or "manifest_version" in data
+    return "manifest" if has_version else None
 
 
 # -- frontmatter -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from brain import tenancy
 from brain.redact import redact
-from brain.sources.categories import categorize
+from brain.sources.categories import categorize, manifest_fields
 from brain.sources.filters import holds_credentials
 from brain.sources.points import (
     HEAD_CHARS,
@@ -165,7 +165,9 @@ class Changes:
         run, e = self.run, work.entry
         ids = [file_point_id(run.rec.id, e.rel)]
         ids += [chunk_point_id(run.rec.id, e.rel, i) for i in range(old.n_chunks)]
-        marker = tenancy.path_fields(e.rel)  # written before the marker existed: add it
+        # Fields derived after a file was first indexed (the agent-core owner marker, a
+        # manifest's usability flag) reach it here, with no re-embedding.
+        marker = {**tenancy.path_fields(e.rel), **manifest_fields(e.rel, work.text)}
         if old.size != e.size or old.mtime_ns != e.mtime_ns or marker:
             run.ix.store.set_payload(
                 ids,

@@ -13,7 +13,7 @@ from typing import Any
 
 from brain import tenancy
 from brain.bm25 import BM25Encoder
-from brain.sources.categories import parse_frontmatter
+from brain.sources.categories import manifest_fields, parse_frontmatter
 from brain.sources.registry import FileState, SourceRecord
 from brain.sources.walker import MAX_INDEXED_CHARS, FileEntry
 from brain.vector_store import Point
@@ -121,6 +121,7 @@ def base_payload(w: Work, rec: SourceRecord, model_id: str, user_id: str) -> dic
         "visibility": rec.visibility,
         # An agent's private agent-core/<agentId>/ subtree: the owner marker (tenancy.py).
         **tenancy.path_fields(e.rel),
+        **manifest_fields(e.rel, w.text),  # a package manifest's usability flag
     }
 
 
