@@ -48,3 +48,24 @@ def test_a_sync_stamps_the_markers(brain: Brain, tmp_path: Path) -> None:
     assert files["package.json"]["manifest_usable"] is True
     assert files["plugin.json"]["manifest_usable"] is False
     assert "path_agent" not in files["package.json"]
+
+
+def test_a_file_whose_points_are_gone_is_indexed_again(brain: Brain, tmp_path: Path) -> None:
+    """Same content, newer mtime, but the store lost the file's points (a crash, a GC): the
+    sync writes them again instead of failing on a payload update of missing points."""
+    import os
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    f = root / "notes.md"
+    f.write_text("# Notes\n\nthe replay worker drains the payment queue\n")
+    rec = brain.sources.add(str(root), name="repo", sync=False)["source"]
+    assert brain.sources.sync("repo", wait=True, timeout=120)["status"] == "done"
+    mine = Filter(must=(Match("source_id", rec["id"]),))
+    assert brain.store.count(mine) >= 2
+    brain.store.delete_by_filter(mine)
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    job = brain.sources.sync("repo", wait=True, timeout=120)
+    assert job["status"] == "done", job
+    assert brain.store.count(mine) >= 2

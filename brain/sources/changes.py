@@ -169,6 +169,12 @@ class Changes:
         # manifest's usability flag) reach it here, with no re-embedding.
         marker = {**tenancy.path_fields(e.rel), **manifest_fields(e.rel, work.text)}
         if old.size != e.size or old.mtime_ns != e.mtime_ns or marker:
+            if len(run.ix.store.retrieve(ids)) < len(ids):
+                # The store lost this file's points (a crash, a GC) while its state says
+                # indexed: index it again rather than update what is not there.
+                work.pieces = run.ix.chunk(work.text)
+                self.writer.queue(work)
+                return
             run.ix.store.set_payload(
                 ids,
                 {
