@@ -124,6 +124,11 @@ class MemorySettings(_Section):
         True, description="Replace secret-shaped strings in written content by a marker"
     )
     default_project: str = Field("general", description="Project used when a call names none")
+    relevance_band: float = Field(
+        0.5, gt=0, lt=1,
+        description="A search answers 'single' when its second hit scores at most (1 - this) "
+                    "of the top hit's fused score, else 'many'",
+    )
     snippet_chars: int = Field(
         240, ge=40, le=4000,
         description="Content characters in a compact search hit (detail=compact, the default)",

@@ -28,7 +28,7 @@ from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
-from brain.presentation import present  # noqa: E402
+from brain.presentation import present, with_answer  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface import agentic, files, fs, health, sources, workflow  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
@@ -191,7 +191,9 @@ def create_server(
         """Hybrid (meaning + keyword) search over notes for simple, direct lookups. Archived
         and forgotten notes never appear; every returned note is access-stamped. Without a
         project it searches the default project (all_projects=true searches every one);
-        include_files=true also returns matching passages of uploaded documents. Hits are
+        include_files=true also returns matching passages of uploaded documents. ``answer``
+        is "single" when the top hit stands clear of the rest (the second scores at most
+        half of it: BRAIN__MEMORY__RELEVANCE_BAND), else "many". Hits are
         compact (id, title, score, snippet, tags, link count): get_note reads one whole,
         detail="full" returns every note whole."""
 
@@ -205,6 +207,7 @@ def create_server(
             if include_files:
                 out["files"] = b.files.search_with_vector(
                     qvec, limit=min(top_k, 30), threshold=files_threshold)
+            out = with_answer(out, b.settings.memory.relevance_band)
             return present(out, detail, b.settings.memory.snippet_chars)
 
         return await call(run)

@@ -24,6 +24,26 @@ _DROPPED = frozenset({
 _NESTED = ("results", "mistakes", "fixes", "patterns", "fixes_mistakes")
 
 
+def answer_band(scores: list[float], band: float) -> str:
+    """``"single"`` when the top hit stands clear of the rest: it is the only one, or the
+    second scores at most ``(1 - band)`` of the top's fused score; else ``"many"`` (and for
+    no hits). The gap is read after the filters, on the scores the page shows."""
+    if len(scores) == 1:
+        return "single"
+    if len(scores) < 2 or scores[0] <= 0:
+        return "many"
+    return "single" if scores[1] <= (1.0 - band) * scores[0] else "many"
+
+
+def with_answer(page: dict[str, Any], band: float) -> dict[str, Any]:
+    """The page with its relevance band (``answer``: single | many)."""
+    hits = page.get("results")
+    if not isinstance(hits, list):
+        return page
+    scores = [float(h.get("score", 0.0)) for h in hits if isinstance(h, dict)]
+    return {**page, "answer": answer_band(scores, band)}
+
+
 def snippet(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters at a word boundary, marked with "…"."""
     text = " ".join(text.split())

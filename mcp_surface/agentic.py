@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from brain.presentation import present
+from brain.presentation import present, with_answer
 from mcp_surface.args import Detail, Ids, Project, Query
 from mcp_surface.recall import (
     AllProjects,
@@ -64,6 +64,7 @@ def register(mcp: Any, call: Any) -> None:
         def run(b: Any) -> dict[str, Any]:
             rf = recall_from(args)
             result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k)
+            result = with_answer(result, b.settings.memory.relevance_band)
             return present(result, detail, b.settings.memory.snippet_chars)
 
         return await call(run)

@@ -74,3 +74,25 @@ async def test_deep_search_and_preflight_are_compact(brain: Brain, client) -> No
     assert deep["results"] and all("content" not in r for r in deep["results"])
     assert "hop" in deep["results"][0] and "hops" in deep
     assert LONG[:300] not in json.dumps(deep)
+
+
+def test_the_relevance_band() -> None:
+    from brain.presentation import answer_band
+
+    assert answer_band([0.9], 0.5) == "single"  # the only hit
+    assert answer_band([], 0.5) == "many"
+    assert answer_band([0.9, 0.4, 0.3], 0.5) == "single"  # the second at most half the top
+    assert answer_band([0.9, 0.5], 0.5) == "many"
+    assert answer_band([0.9, 0.5], 0.4) == "single"
+
+
+async def test_search_pages_say_single_or_many(brain: Brain, client) -> None:  # noqa: ANN001
+    brain.memory.add("the zebra kettle protocol keeps the cache warm", None)
+    brain.memory.add("lunch is at noon on fridays", None)
+    one = (await client.call_tool("search_memory", {"query": "zebra kettle protocol"}))
+    assert one.structured_content["answer"] in ("single", "many")
+    scores = [h["score"] for h in one.structured_content["results"]]
+    expected = "single" if len(scores) == 1 or scores[1] <= 0.5 * scores[0] else "many"
+    assert one.structured_content["answer"] == expected
+    deep = (await client.call_tool("deep_search", {"query": "zebra kettle"})).structured_content
+    assert deep["answer"] in ("single", "many")
