@@ -263,17 +263,16 @@ class FsService:
         return out
 
     # ------------------------------------------------------------------ disk side
-    def _read_bytes(self, loc: Located, cap: int) -> bytes:
-        """The file's bytes, through no link out; FILE_TOO_LARGE beyond ``cap``."""
+    def _read_bytes(self, loc: Located, cap: int,
+                    why: str = "the most fs_read returns; search inside it with fs_search "
+                               "(grep mode gives the matching lines).") -> bytes:
+        """The file's bytes, through no link out; FILE_TOO_LARGE (saying ``why``) beyond
+        ``cap``."""
         with open_beneath(loc.root, loc.rel) as fh:
             data = fh.read(cap + 1)
         if len(data) > cap:
-            raise FileTooLarge(
-                f"{loc.rel} is larger than {cap} bytes, the most fs_read returns; search "
-                "inside it with fs_search (grep mode gives the matching lines).",
-                path=loc.rel,
-                cap=cap,
-            )
+            raise FileTooLarge(f"{loc.rel} is larger than {cap} bytes, {why}", path=loc.rel,
+                               cap=cap)
         return data
 
     def _disk_hash(self, root: Path, entry: FileEntry) -> str | None:
@@ -505,17 +504,8 @@ class FsService:
                 "files (write the link's target by its own path).",
                 path=loc.rel,
             )
-        cap = size_cap(loc.rel)
-        with open_beneath(loc.root, loc.rel) as fh:
-            data = fh.read(cap + 1)
-        if len(data) > cap:
-            raise FileTooLarge(
-                f"{loc.rel} is larger than {cap} bytes, more than a source indexes; "
-                "fs_write does not replace it.",
-                path=loc.rel,
-                cap=cap,
-            )
-        return data
+        return self._read_bytes(loc, size_cap(loc.rel), "more than a source indexes; "
+                                "fs_write does not replace it.")
 
     def _journal(self, loc: Located, data: bytes, before: bytes | None) -> Change:
         who = self.sources.caller
