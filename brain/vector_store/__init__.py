@@ -10,6 +10,7 @@ from brain.vector_store.base import (
     Filter,
     HasId,
     Hit,
+    IndexState,
     Match,
     MatchAny,
     Point,
@@ -22,7 +23,7 @@ from brain.vector_store.base import (
 )
 
 __all__ = [
-    "DENSE", "SPARSE", "Filter", "HasId", "Hit", "Match", "MatchAny", "Point", "Range",
+    "DENSE", "SPARSE", "Filter", "HasId", "Hit", "IndexState", "Match", "MatchAny", "Point", "Range",
     "SparseVector", "StoreInfo", "VectorStore", "build_store", "match_all", "scroll_all",
 ]
 
