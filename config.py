@@ -224,6 +224,7 @@ def _default_workers() -> dict[str, WorkerSettings]:
         "reclamation": WorkerSettings(enabled=True, interval_s=3600),
         "enrichment": WorkerSettings(enabled=True, interval_s=1.0),
         "snapshot": WorkerSettings(enabled=True, interval_s=6 * 3600),
+        "index": WorkerSettings(enabled=True, interval_s=30.0),
     }
 
 
@@ -286,6 +287,19 @@ class SyncSettings(_Section):
         64, ge=1, le=4096, description="Chunks per embedding call in a sync (cancel checks)"
     )
     grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
+
+
+class IndexSettings(_Section):
+    enabled: bool = Field(
+        True, description="Optimize the store's index by itself (the index worker decides when)"
+    )
+    min_unindexed: int = Field(
+        5000, ge=1, description="Optimize once this many dense vectors are outside the HNSW index"
+    )
+    max_segments: int = Field(16, ge=1, description="Optimize when the store has more segments")
+    max_deleted_share: float = Field(
+        0.2, gt=0, le=1, description="Optimize when deleted points exceed this share of all"
+    )
 
 
 class StorageSettings(_Section):
@@ -423,6 +437,7 @@ class Settings(BaseSettings):
     paths: PathsSettings = Field(default_factory=PathsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
 
     @field_validator("home", mode="after")
     @classmethod

@@ -37,6 +37,7 @@ from brain.errors import DiskFull, ModelUnavailable
 from brain.files.service import FilesService
 from brain.graph import LinkGraph
 from brain.identity import Identity
+from brain.index_maintenance import IndexConfig, IndexMaintenance
 from brain.maintenance import MaintenanceService
 from brain.memory import MemoryConfig, MemoryService
 from brain.mistakes import MistakeService
@@ -146,6 +147,8 @@ class Brain:
             stops.append(("sources", self._close_sources))
         if "agentic" in built:
             stops.append(("agentic", self.agentic.stop))
+        if "index_maintenance" in built:  # an optimization in progress gives up first
+            stops.append(("index", self.index_maintenance.cancel))
         if "workers" in built:
             stops.append(("workers", self.workers.stop))
         for name, stop in stops:
@@ -249,7 +252,15 @@ class Brain:
         # Through the property: decay is built when a job first runs, not with the registry.
         reg.register("decay", lambda: self.decay.decay_salience(), interval_s=6 * 3600)
         reg.register("reclamation", lambda: self.decay.reclaim_forgotten(), interval_s=3600)
+        reg.register("index", lambda: self.index_maintenance.tick(), interval_s=30)
         return reg
+
+    @functools.cached_property
+    def index_maintenance(self) -> IndexMaintenance:
+        i = self.settings.index
+        config = IndexConfig(enabled=i.enabled, min_unindexed=i.min_unindexed,
+                             max_segments=i.max_segments, max_deleted_share=i.max_deleted_share)
+        return IndexMaintenance(self.store, config, self.clock)
 
     @functools.cached_property
     def snapshots(self) -> Snapshots:
@@ -426,4 +437,5 @@ class Brain:
             "rerank": (self.memory.reranker.status() if self.memory.reranker is not None
                        else {"enabled": False, "order": "fusion"}),
             "capabilities": self.agentic.status(),
+            "index": self.index_maintenance.status(),
         }

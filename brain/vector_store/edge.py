@@ -135,6 +135,8 @@ try:
     ctypes.CDLL(None).prctl(1, 9)
 except Exception:
     pass
+if os.getppid() != int(sys.argv[2]):
+    sys.exit(3)  # the parent died before the line above took effect
 os.nice(10)
 import qdrant_edge as qe
 shard = qe.EdgeShard.load(sys.argv[1])
@@ -441,9 +443,13 @@ class EdgeStore:
             shutil.rmtree(work, ignore_errors=True)
             self._optimize_lock.release()
 
+    def cancel_optimize(self) -> None:
+        """Make a running optimization give up (the live shard is left as it is)."""
+        self._abort.set()
+
     def _run_child(self, work: Path) -> bool:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(work)],
+            [sys.executable, "-c", _CHILD, str(work), str(os.getpid())],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
         )
         try:
