@@ -243,3 +243,11 @@ def test_search_waits_for_the_swap_only_not_the_run(tmp_path: Path) -> None:
         assert state.unindexed == 0 and state.indexed == N and not state.optimizing
     finally:
         store.close()
+
+
+async def test_brain_stats_tool_shows_the_index_state(client: Any) -> None:
+    stats = (await client.call_tool("brain_stats", {})).structured_content
+    index = stats["index"]
+    assert index["points"] >= 1 and index["running"] is False and index["enabled"] is True
+    assert {"indexed", "unindexed", "segments", "deleted_share", "last_run",
+            "last_duration_s"} <= set(index)
