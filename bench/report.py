@@ -136,7 +136,7 @@ def speed_section(data: dict[str, Any]) -> str:
         if rest:
             out.append(
                 f"- {r['notes']:,} notes: index after the import {r.get('index_after_import')}; "
-                f"at rest {rest}; optimizer child peak RSS {r.get('optimizer_peak_rss_mb')} MB."
+                f"at rest {rest}."
             )
     for r in data.get("scales", []):
         ns, st = r.get("service_search_nostamp_ms"), r.get("service_search_stamp_ms")

@@ -10,7 +10,7 @@ maintenance run, and during it (p50/p95/p99). At rest (idle) it times search_mem
 projects, and one project), deep_search when listed and add_memory. Beside them: the query
 embedding alone (the floor), bulk import notes/s, the cost of access stamping, the index
 state after import and at rest (brain_stats' ``index``), the steps of the maintenance run,
-peak RSS of the server process and of the optimizer child, and the startup time of ``python
+peak RSS of the server process (the optimizer child is not counted), and the startup time of ``python
 mcp_server.py`` to the first answered tool call. No private handle, no manual optimize.
 """
 
@@ -20,7 +20,6 @@ import asyncio
 import importlib
 import os
 import random
-import resource
 import sys
 import time
 from typing import Any
@@ -316,8 +315,7 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 lat
             )
         row["peak_rss_mb"] = peak_rss_mb()
-        row["optimizer_peak_rss_mb"] = round(
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+
     finally:
         brain.close()
     return row
@@ -371,6 +369,8 @@ async def run(
     """Fills ``out`` (startup, then one row per scale), calling ``checkpoint()`` after each."""
     # Quick: 7,000, the smallest store Qdrant Edge indexes (a 10 MB segment at 384 dims).
     scales = [7_000] if ctx.quick else [10_000, 100_000]
+    if os.environ.get("BENCH_SPEED_SCALES"):  # e.g. 10000 alone: one point of the full run
+        scales = [int(x) for x in os.environ["BENCH_SPEED_SCALES"].split(",")]
     queries = 100 if ctx.quick else 200
     out = out if out is not None else {}
     out["scales"] = []

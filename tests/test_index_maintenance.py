@@ -251,3 +251,19 @@ async def test_brain_stats_tool_shows_the_index_state(client: Any) -> None:
     assert index["points"] >= 1 and index["running"] is False and index["enabled"] is True
     assert {"indexed", "unindexed", "segments", "deleted_share", "last_run",
             "last_duration_s"} <= set(index)
+
+
+def test_local_mode_has_no_index_to_maintain(tmp_path: Path) -> None:
+    from brain.vector_store.qdrant import QdrantClientStore
+
+    store = QdrantClientStore("c", local_path=str(tmp_path / "local"))
+    store.open(384)
+    try:
+        store.upsert(_points(20, 3))
+        state = store.index_state()
+        assert state.points == 20 and state.unindexed is None and not state.optimizing
+        assert store.optimize() is False  # nothing to do, and nothing done
+        m = IndexMaintenance(store, IndexConfig(min_unindexed=1), ManualClock())
+        assert m.tick()["ran"] is False and m.runs == 0
+    finally:
+        store.close()
