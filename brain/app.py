@@ -102,7 +102,7 @@ class Brain:
         raw = self._store or build_store(
             home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,
             api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
-            local_path=s.qdrant.local_path,
+            local_path=s.qdrant.local_path, index_min_vectors=s.index.min_unindexed,
         )
         integrity.check_present(self.home, raw)
         # Before Edge creates or maps a file: a page written on a full disk is a SIGBUS.

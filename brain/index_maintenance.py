@@ -61,6 +61,7 @@ class IndexMaintenance:
         self.last_changed: bool | None = None
         self.last_error: str | None = None
         self._after: tuple[Any, ...] | None = None  # the state the last run left
+        self._noop_unindexed = 0  # unindexed vectors a run that changed nothing left
 
     # ------------------------------------------------------------------ deciding
     def reason(self, state: IndexState) -> str | None:
@@ -78,8 +79,9 @@ class IndexMaintenance:
         if why is None or _shape(state) == self._after:
             return None  # nothing to do, or already done for exactly this state
         if (self.last_changed is False and self._last_run_ts is not None
-                and self.clock.now().timestamp() - self._last_run_ts < c.noop_backoff_s):
-            return None  # the last run found nothing to optimize: back off
+                and self.clock.now().timestamp() - self._last_run_ts < c.noop_backoff_s
+                and (state.unindexed or 0) < self._noop_unindexed + c.min_unindexed):
+            return None  # the last run found nothing to optimize: back off, unless it grew
         return why
 
     def tick(self) -> dict[str, Any]:
@@ -117,6 +119,7 @@ class IndexMaintenance:
             self._lock.release()
         after = self.store.index_state()
         self._after = _shape(after)
+        self._noop_unindexed = (after.unindexed or 0) if not changed else 0
         log.info("index maintenance: done in %.1f s (%s)", self.last_duration_s, after)
         return {"ran": True, "why": why, "changed": changed,
                 "duration_s": self.last_duration_s, "state": after.as_dict()}

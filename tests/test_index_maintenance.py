@@ -83,6 +83,8 @@ def test_decides_from_the_state_and_not_below_the_thresholds() -> None:
     assert m.tick()["ran"] is False
     clock.advance(seconds=config.noop_backoff_s + 1)
     assert m.tick()["ran"] is True
+    store.state = IndexState(points=14001, indexed=0, unindexed=14001, segments=1)
+    assert m.tick()["ran"] is True  # within the back-off, but min_unindexed more came in
     disabled = IndexMaintenance(store, IndexConfig(enabled=False), clock)  # type: ignore[arg-type]
     assert disabled.tick()["ran"] is False
 

@@ -36,6 +36,7 @@ def build_store(
     api_key: str = "",
     prefer_grpc: bool = False,
     local_path: str = "",
+    index_min_vectors: int | None = None,
 ) -> VectorStore:
     """Qdrant Edge under ``home`` unless a server URL or a local-mode path is configured."""
     if url or local_path:
@@ -46,4 +47,4 @@ def build_store(
         )
     from brain.vector_store.edge import EdgeStore
 
-    return EdgeStore(home / "store" / collection)
+    return EdgeStore(home / "store" / collection, index_min_vectors=index_min_vectors)

@@ -241,8 +241,12 @@ class _SwapLock:
 class EdgeStore:
     backend = "qdrant-edge"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, index_min_vectors: int | None = None) -> None:
         self.path = Path(path)
+        # Edge indexes a segment once its dense vectors pass an indexing threshold in KB (10 MB
+        # by default: ~6,700 384-d vectors). Set from ``[index] min_unindexed`` so that the
+        # index worker's trigger and what an optimization indexes agree.
+        self.index_min_vectors = index_min_vectors
         self._shard: qe.EdgeShard | None = None
         self._write_lock = threading.Lock()
         self._rw = _SwapLock()
@@ -306,9 +310,14 @@ class EdgeStore:
         return done
 
     def open(self, dimension: int) -> None:
+        optimizers = None
+        if self.index_min_vectors:
+            kb = max(1, -(-self.index_min_vectors * dimension * 4 // 1024))
+            optimizers = qe.EdgeOptimizersConfig(indexing_threshold=kb)
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            optimizers=optimizers,
         )
         self._take_lock()
         try:
@@ -332,7 +341,10 @@ class EdgeStore:
                 self.path.mkdir(parents=True, exist_ok=True)
                 self._shard = qe.EdgeShard.create(str(self.path), config)
             else:
-                self._shard = qe.EdgeShard.load(str(self.path))
+                # With the config when it sets the threshold: checked, then kept on disk (the
+                # optimizer child loads the shard without one and reads it from there).
+                self._shard = qe.EdgeShard.load(
+                    str(self.path), config if self.index_min_vectors else None)
         except Exception as exc:
             if "WouldBlock" in str(exc):
                 raise StoreLocked(
