@@ -24,7 +24,7 @@ def _cell(value: Any) -> str:
 
 
 def _ms(p: dict[str, Any] | None) -> str:
-    if not p:
+    if not p or p.get("n") == 0:  # nothing timed (e.g. the index run came during the import)
         return "n/a"
     return f"{p['p50']:.1f} / {p['p95']:.1f}"
 
