@@ -236,6 +236,7 @@ def _default_workers() -> dict[str, WorkerSettings]:
         "reclamation": WorkerSettings(enabled=True, interval_s=3600),
         "enrichment": WorkerSettings(enabled=True, interval_s=1.0),
         "snapshot": WorkerSettings(enabled=True, interval_s=6 * 3600),
+        "index": WorkerSettings(enabled=True, interval_s=30.0),
     }
 
 
@@ -321,6 +322,8 @@ class HealthSettings(_Section):
         description="Cosine similarity at or above which two notes or chunks are duplicates",
     )  # fmt: skip
     sample_ids: int = Field(20, ge=1, le=500, description="Ids a health report shows per finding")
+
+
 class FsSettings(_Section):
     max_read_bytes: int = Field(
         262_144, ge=1024, le=20 * 1024 * 1024,
@@ -333,6 +336,19 @@ class FsSettings(_Section):
     index_timeout_s: float = Field(
         30.0, gt=0, le=600,
         description="How long fs_write waits for its file to be indexed before returning",
+    )
+
+
+class IndexSettings(_Section):
+    enabled: bool = Field(
+        True, description="Optimize the store's index by itself (the index worker decides when)"
+    )
+    min_unindexed: int = Field(
+        5000, ge=1, description="Optimize once this many dense vectors are outside the HNSW index"
+    )
+    max_segments: int = Field(16, ge=1, description="Optimize when the store has more segments")
+    max_deleted_share: float = Field(
+        0.2, gt=0, le=1, description="Optimize when deleted points exceed this share of all"
     )
 
 
@@ -473,6 +489,7 @@ class Settings(BaseSettings):
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
 
     @field_validator("home", mode="after")
     @classmethod

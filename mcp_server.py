@@ -245,7 +245,8 @@ def create_server(
 
     @mcp.tool(annotations=PURE_READ)
     async def brain_stats(ctx: Context) -> dict[str, Any]:  # noqa: ARG001 - keeps ctx typed
-        """Health check: counts by type and kind, graph size, backend, model, data dir."""
+        """Health check: counts by type and kind, graph size, backend, model, data dir, and the
+        index state (points, indexed and unindexed, the last maintenance run, running)."""
         return await call(lambda b: b.stats())
 
     for group in TOOL_GROUPS:

@@ -115,10 +115,12 @@ async def tool_names(client: Any) -> set[str]:
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
     if not samples_ms:
-        return {"p50": 0.0, "p95": 0.0, "n": 0}
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "n": 0}
     xs = sorted(samples_ms)
     p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
-    return {"p50": round(statistics.median(xs), 2), "p95": round(p95, 2), "n": len(xs)}
+    p99 = xs[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
+    return {"p50": round(statistics.median(xs), 2), "p95": round(p95, 2), "p99": round(p99, 2),
+            "n": len(xs)}
 
 
 def peak_rss_mb() -> float:

@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
         bulk_add(b.memory, notes, batch=1024)
         print("bulk", round(time.time() - t), flush=True)
         t = time.time()
-        b.store._shard.optimize()
+        b.index_maintenance.run("prof_hnsw")  # the product's own maintenance run
         print("optimize", round(time.time() - t), flush=True)
     qs = synthetic_queries(200)
     m = b.memory

@@ -24,7 +24,7 @@ def _cell(value: Any) -> str:
 
 
 def _ms(p: dict[str, Any] | None) -> str:
-    if not p:
+    if not p or p.get("n") == 0:  # nothing timed (e.g. the index run came during the import)
         return "n/a"
     return f"{p['p50']:.1f} / {p['p95']:.1f}"
 
@@ -77,6 +77,12 @@ def cosqa_section(data: dict[str, Any], describe: dict[str, str]) -> str:
     )
 
 
+def _ms99(p: dict[str, Any] | None) -> str:
+    if not p or not p.get("n"):
+        return "n/a"
+    return f"{p['p50']:.1f} / {p.get('p99', p['p95']):.1f}"
+
+
 def speed_section(data: dict[str, Any]) -> str:
     rows = []
     for r in data.get("scales", []):
@@ -90,31 +96,48 @@ def speed_section(data: dict[str, Any]) -> str:
                 _ms(r.get("add_memory_ms")),
                 _ms(r.get("query_embedding_ms")),
                 r.get("bulk_notes_per_s"),
-                r.get("optimize_s"),
+                r.get("time_to_indexed_s"),
                 r.get("peak_rss_mb"),
             ]
         )
     out = [
         f"### Speed (in-process MCP client; {data.get('backend', 'torch')} backend; "
-        "ms p50 / p95)",
+        "ms p50 / p95; the store as the product leaves it, workers running)",
         "",
         _table(
             [
                 "notes",
                 "search_memory (all projects)",
                 "search_memory (1 project)",
-                "search before optimize()",
+                "search before the first index run",
                 "deep_search",
                 "add_memory",
                 "query embedding (floor)",
                 "bulk notes/s",
-                "optimize() s",
+                "s until indexed",
                 "peak RSS MB",
             ],
             rows,
         ),
         "",
     ]
+    for r in data.get("scales", []):
+        during = r.get("during_maintenance") or {}
+        if during:
+            out.append(
+                f"- {r['notes']:,} notes, p50 / p99 idle vs during an index maintenance run: "
+                f"search_memory (all projects) {_ms99(r.get('search_all_ms'))} vs "
+                f"{_ms99(during.get('search_all_ms'))} ms "
+                f"({(during.get('search_all_ms') or {}).get('n', 0)} searches during the run); "
+                f"add_memory {_ms99(r.get('add_memory_ms'))} vs "
+                f"{_ms99(during.get('add_memory_ms'))} ms."
+            )
+        rest = r.get("index_at_rest")
+        if rest:
+            out.append(
+                f"- {r['notes']:,} notes: index after the import {r.get('index_after_import')}; "
+                f"at rest {rest}."
+            )
     for r in data.get("scales", []):
         ns, st = r.get("service_search_nostamp_ms"), r.get("service_search_stamp_ms")
         if ns and st:
@@ -130,9 +153,6 @@ def speed_section(data: dict[str, Any]) -> str:
                 f"{_ms(o['search_project_ms'])} ms, (all projects) {_ms(o['search_all_ms'])} "
                 f"ms, query embedding {_ms(o['query_embedding_ms'])} ms (p50 / p95)."
             )
-        b, a = r.get("shard_before_optimize"), r.get("shard_after_optimize")
-        if b:
-            out.append(f"- {r['notes']:,} notes: shard before optimize() {b}; after {a}.")
     s = data.get("startup") or {}
     if "error" in s:
         out.append(f"- startup (python mcp_server.py over stdio): failed: {s['error']}")

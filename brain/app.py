@@ -40,6 +40,7 @@ from brain.health import HealthConfig, HealthDeps, HealthService, HotFiles
 from brain.health.repair import Embedders
 from brain.health.scan import Records
 from brain.identity import Identity
+from brain.index_maintenance import IndexConfig, IndexMaintenance
 from brain.maintenance import MaintenanceService
 from brain.memory import MemoryConfig, MemoryService
 from brain.mistakes import MistakeService
@@ -111,7 +112,7 @@ class Brain:
         raw = self._store or build_store(
             home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,
             api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
-            local_path=s.qdrant.local_path,
+            local_path=s.qdrant.local_path, index_min_vectors=s.index.min_unindexed,
         )
         integrity.check_present(self.home, raw)
         # Before Edge creates or maps a file: a page written on a full disk is a SIGBUS.
@@ -190,6 +191,8 @@ class Brain:
             stops.append(("sources", self._close_sources))
         if "agentic" in built:
             stops.append(("agentic", self.agentic.stop))
+        if "index_maintenance" in built:  # an optimization in progress gives up first
+            stops.append(("index", self.index_maintenance.cancel))
         if "workers" in built:
             stops.append(("workers", self.workers.stop))
         if self.probe is not None:
@@ -300,7 +303,15 @@ class Brain:
         # Destructive: the first run comes one interval after start, never at boot.
         reg.register("health_gc", lambda: self.health.scheduled_gc(), enabled=h.gc_enabled,
                      interval_s=h.gc_interval_s, delay_first=True)
+        reg.register("index", lambda: self.index_maintenance.tick(), interval_s=30)
         return reg
+
+    @functools.cached_property
+    def index_maintenance(self) -> IndexMaintenance:
+        i = self.settings.index
+        config = IndexConfig(enabled=i.enabled, min_unindexed=i.min_unindexed,
+                             max_segments=i.max_segments, max_deleted_share=i.max_deleted_share)
+        return IndexMaintenance(self.store, config, self.clock)
 
     @functools.cached_property
     def snapshots(self) -> Snapshots:
@@ -577,4 +588,5 @@ class Brain:
             "rerank": (self.memory.reranker.status() if self.memory.reranker is not None
                        else {"enabled": False, "order": "fusion"}),
             "capabilities": self.agentic.status(),
+            "index": self.index_maintenance.status(),
         }

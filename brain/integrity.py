@@ -38,7 +38,16 @@ from typing import Any
 from brain.errors import DiskFull, StoreDamaged, StoreError, StoreLocked
 from brain.snapshot_catalog import list_snapshots
 from brain.store_meta import META_ID
-from brain.vector_store.base import Filter, Hit, MatchAny, Point, SparseVector, StoreInfo
+from brain.vector_store.base import (
+    Filter,
+    Hit,
+    Hold,
+    IndexState,
+    MatchAny,
+    Point,
+    SparseVector,
+    StoreInfo,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +80,14 @@ def free_bytes(path: Path) -> int:
 
 def _mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
+
+
+def store_bytes(store: Any) -> int:
+    """Bytes the files of an embedded store take on disk (0 for a server)."""
+    path = getattr(store, "path", None)
+    if path is None or not Path(path).is_dir():
+        return 0
+    return sum(f.stat().st_blocks * 512 for f in Path(path).rglob("*") if f.is_file())
 
 
 def space_to_open(store: Any) -> int:
@@ -200,6 +217,9 @@ def check_present(home: Path, store: Any) -> None:
     path = getattr(store, "path", None)
     if path is None or (Path(path).is_dir() and any(Path(path).iterdir())):
         return
+    aside = getattr(store, "aside_path", None)
+    if aside is not None and Path(aside).is_dir():
+        return  # an optimization's swap was interrupted: opening the store rolls it back
     home = Path(home)
     signs = [name for name in (MANIFEST, *BRAIN_MARKERS) if (home / name).exists()]
     manifest = Manifest(home, None).load()
@@ -372,10 +392,15 @@ class GuardedStore:
             self.space.check_write("index the store")
             return int(self.inner.ensure_indexes())
 
-    def optimize(self) -> bool:
-        with self._lock:
-            self.space.check_write("optimize the store")
-            return bool(self.inner.optimize())
+    def index_state(self) -> IndexState:
+        state: IndexState = self.inner.index_state()
+        return state
+
+    def optimize(self, hold: Hold | None = None) -> bool:
+        """Optimize with writes (and snapshots) held off only for its copy and swap steps."""
+        # The copy of an embedded shard needs its size again on disk.
+        self.space.require("optimize the store", extra=store_bytes(self.inner))
+        return bool(self.inner.optimize(hold or self.paused))
 
     # reads (explicit for the type checker; everything else passes through) -----------
     def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:

@@ -11,6 +11,7 @@ from brain.vector_store.base import (
     HasId,
     HasVector,
     Hit,
+    IndexState,
     Match,
     MatchAny,
     Point,
@@ -23,7 +24,8 @@ from brain.vector_store.base import (
 )
 
 __all__ = [
-    "DENSE", "SPARSE", "Filter", "HasId", "HasVector", "Hit", "Match", "MatchAny", "Point", "Range",
+    "DENSE", "SPARSE", "Filter", "HasId", "HasVector", "Hit", "IndexState", "Match", "MatchAny",
+    "Point", "Range",
     "SparseVector", "StoreInfo", "VectorStore", "build_store", "match_all", "scroll_all",
 ]
 
@@ -36,6 +38,7 @@ def build_store(
     api_key: str = "",
     prefer_grpc: bool = False,
     local_path: str = "",
+    index_min_vectors: int | None = None,
 ) -> VectorStore:
     """Qdrant Edge under ``home`` unless a server URL or a local-mode path is configured."""
     if url or local_path:
@@ -46,4 +49,4 @@ def build_store(
         )
     from brain.vector_store.edge import EdgeStore
 
-    return EdgeStore(home / "store" / collection)
+    return EdgeStore(home / "store" / collection, index_min_vectors=index_min_vectors)

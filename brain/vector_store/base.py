@@ -7,7 +7,8 @@ against both. Point ids are UUID strings; payloads are JSON objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,6 +114,33 @@ class StoreInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """How much of the store its index structures cover, as far as the backend tells.
+
+    ``indexed`` / ``unindexed``: dense vectors inside / outside an HNSW index (a search reads
+    the unindexed ones one by one). ``deleted_share``: deleted points still taking space, as a
+    share of all points. None: the backend does not expose it."""
+
+    points: int
+    indexed: int | None = None
+    unindexed: int | None = None
+    segments: int | None = None
+    deleted_share: float | None = None
+    optimizing: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "points": self.points, "indexed": self.indexed, "unindexed": self.unindexed,
+            "segments": self.segments, "deleted_share": self.deleted_share,
+            "optimizing": self.optimizing,
+        }
+
+
+# Held around the parts of an optimization that must see no write (the copy, the swap).
+Hold = Callable[[], AbstractContextManager[None]]
+
+
 class VectorStore(Protocol):
     """What the brain needs from a vector store. Methods are blocking; call from threads."""
 
@@ -163,8 +191,14 @@ class VectorStore(Protocol):
     def ensure_indexes(self) -> int:
         """Create missing payload indexes; returns how many were created."""
 
-    def optimize(self) -> bool:
-        """Build index structures now (Edge runs no background optimizer)."""
+    def index_state(self) -> IndexState:
+        """Points, indexed and unindexed vectors, segments, deleted share (where exposed)."""
+
+    def optimize(self, hold: Hold | None = None) -> bool:
+        """Build index structures now (Edge runs no background optimizer); True when anything
+        changed. Reads and writes keep answering meanwhile; ``hold`` (when given) is entered
+        around the short steps that must see no write. A backend with nothing to do returns
+        False."""
 
 
 def scroll_all(

@@ -1,13 +1,35 @@
 """Qdrant Edge backend: the Qdrant engine in-process, one shard directory under the data dir.
 
-A shard directory admits one open ``EdgeShard`` (the WAL is locked); a second opener gets
-``StoreLocked`` with the fix in its message.
+A shard directory admits one open ``EdgeShard`` (a sibling ``<shard>.lock`` is flocked for the
+store's whole open life, and the WAL is locked too); a second opener gets ``StoreLocked`` with
+the fix in its message.
+
+Optimization runs out of process. qdrant-edge-py 0.9.0's ``EdgeShard.optimize()`` holds the
+GIL for its whole run (searches in other threads waited 31-42 s at 10k notes), so
+:meth:`EdgeStore.optimize` flushes the shard, copies its directory (writes wait for the copy
+only), optimizes the copy in a child process at low priority while this process keeps serving
+and records every write made since the copy, then swaps briefly: close the live shard, rename
+it aside, rename the optimized copy in, fsync, reopen, replay the recorded writes, flush, and
+drop the old directory. Reads wait for the swap only.
+
+Crash safety: until the swap the live shard and its WAL are untouched. The old directory is
+renamed ``<shard>.aside`` before the new one comes in and renamed ``<shard>.trash`` only once
+the replayed writes are flushed in the new one, so at open: ``.aside`` present means the swap
+did not finish and the old shard (holding every acknowledged write) goes back in place;
+``.trash`` and ``.optimizing`` leftovers are deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +47,8 @@ from brain.vector_store.base import (
     HasId,
     HasVector,
     Hit,
+    Hold,
+    IndexState,
     Match,
     MatchAny,
     Point,
@@ -106,27 +130,224 @@ def _selector(fields: Sequence[str] | None) -> Any:
     return True if fields is None else qe.PayloadSelector.Include(list(fields))
 
 
+# The child process: optimize a copy of the shard. It dies with the thread that started it
+# (PR_SET_PDEATHSIG), runs at low priority, and prints whether anything changed.
+_CHILD = """
+import ctypes, os, sys
+try:
+    ctypes.CDLL(None).prctl(1, 9)
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[2]):
+    sys.exit(3)  # the parent died before the line above took effect
+os.nice(10)
+import qdrant_edge as qe
+shard = qe.EdgeShard.load(sys.argv[1])
+changed = shard.optimize()
+shard.flush()
+shard.close()
+print(int(bool(changed)))
+"""
+# Writes made during a run are kept in memory to be replayed at the swap; past this many
+# points the run is abandoned (its copy would be too stale to be worth it) and retried later.
+MAX_REPLAY_POINTS = 200_000
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """A copy, not links (Edge writes segment files in place), keeping files sparse: Edge
+    preallocates (459 MB apparent, 91 MB on disk at 10k notes)."""
+    cp = shutil.which("cp")
+    if cp is not None and sys.platform.startswith("linux"):
+        done = subprocess.run([cp, "-a", "--sparse=always", "--reflink=auto", str(src), str(dst)],
+                              capture_output=True, check=False)
+        if done.returncode == 0:
+            return
+        shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+
+
+def _replay(shard: Any, recorded: Sequence[tuple[str, Any]]) -> None:
+    """Apply recorded writes in order; runs of upserts go as one batch (an id seen twice
+    starts a new batch, so the later write still wins)."""
+    batch: list[Any] = []
+    ids: set[str] = set()
+
+    def send() -> None:
+        if batch:
+            shard.update(qe.UpdateOperation.upsert_points(list(batch)))
+            batch.clear()
+            ids.clear()
+
+    for kind, item in recorded:
+        if kind == "upsert":
+            for pid, point in item:
+                if pid in ids:
+                    send()
+                batch.append(point)
+                ids.add(pid)
+        else:
+            send()
+            shard.update(item)
+    send()
+
+
+class OptimizeAborted(StoreError):
+    code = "OPTIMIZE_ABORTED"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _SwapLock:
+    """Many readers, or the one swap: reads never wait on each other, only on a swap."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._swapping = False
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            while self._swapping:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._swapping:
+                self._cond.wait()
+            self._swapping = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._swapping = False
+                self._cond.notify_all()
+
+
 class EdgeStore:
     backend = "qdrant-edge"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, index_min_vectors: int | None = None) -> None:
         self.path = Path(path)
+        # Edge indexes a segment once its dense vectors pass an indexing threshold in KB (10 MB
+        # by default: ~6,700 384-d vectors). Set from ``[index] min_unindexed`` so that the
+        # index worker's trigger and what an optimization indexes agree.
+        self.index_min_vectors = index_min_vectors
         self._shard: qe.EdgeShard | None = None
         self._write_lock = threading.Lock()
+        self._rw = _SwapLock()
+        self._lock_fd: int | None = None
+        # Optimization: one at a time; the writes made since its copy; what it has done.
+        self._optimize_lock = threading.Lock()
+        self._recorded: list[tuple[str, Any]] | None = None
+        self._recorded_points = 0
+        self._abort = threading.Event()
+        self._deleted_since = 0  # points deleted since open or the last optimization
+        # The steps of the last optimization, seconds: copy (writes wait), child, swap (reads
+        # and writes wait), and how many writes were replayed.
+        self.last_optimize: dict[str, float] = {}
+
+    # sibling paths of the shard directory (see the module docstring)
+    def _sibling(self, suffix: str) -> Path:
+        return self.path.with_name(self.path.name + suffix)
+
+    @property
+    def aside_path(self) -> Path:
+        return self._sibling(".aside")
 
     # -- lifecycle --------------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._sibling(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLocked(
+                f"the store at {self.path} is open in another process. Stop that process, "
+                "or point BRAIN__HOME at another data dir.",
+                path=str(self.path),
+            ) from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = None
+
+    def recover(self) -> list[str]:
+        """Finish or roll back an optimization a crash interrupted (call with the lock held)."""
+        done: list[str] = []
+        aside, trash, work = self.aside_path, self._sibling(".trash"), self._sibling(".optimizing")
+        if trash.exists():
+            shutil.rmtree(trash, ignore_errors=True)
+        if aside.exists():
+            # The swap did not finish: the old shard holds every acknowledged write.
+            if self.path.exists():
+                self.path.rename(trash)
+                _fsync_dir(self.path.parent)
+            aside.rename(self.path)
+            _fsync_dir(self.path.parent)
+            done.append("rolled back an interrupted optimization")
+        for leftover in (trash, work):
+            if leftover.exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+                done.append(f"removed {leftover.name}")
+        return done
+
     def open(self, dimension: int) -> None:
+        optimizers = None
+        if self.index_min_vectors:
+            kb = max(1, -(-self.index_min_vectors * dimension * 4 // 1024))
+            optimizers = qe.EdgeOptimizersConfig(indexing_threshold=kb)
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            optimizers=optimizers,
         )
+        self._take_lock()
+        try:
+            self._open_shard(config)
+        except BaseException:
+            self._release_lock()
+            raise
+        # Filtered search without payload indexes reads every payload per condition: measured
+        # 66 ms vs 3 ms for a filtered search over 200 notes. Index from the first point on.
+        self.ensure_indexes()
+
+    def _open_shard(self, config: Any) -> None:
+        try:
+            self.recover()
+        except OSError as exc:
+            raise StoreError(f"cannot recover the store at {self.path} from an interrupted "
+                             f"optimization ({exc}); check the permissions of its folder") from exc
         fresh = not (self.path.exists() and any(self.path.iterdir()))
         try:
             if fresh:
                 self.path.mkdir(parents=True, exist_ok=True)
                 self._shard = qe.EdgeShard.create(str(self.path), config)
             else:
-                self._shard = qe.EdgeShard.load(str(self.path))
+                # With the config when it sets the threshold: checked, then kept on disk (the
+                # optimizer child loads the shard without one and reads it from there).
+                self._shard = qe.EdgeShard.load(
+                    str(self.path), config if self.index_min_vectors else None)
         except Exception as exc:
             if "WouldBlock" in str(exc):
                 raise StoreLocked(
@@ -135,9 +356,6 @@ class EdgeStore:
                     path=str(self.path),
                 ) from exc
             raise StoreError(f"cannot open Qdrant Edge shard at {self.path}: {exc}") from exc
-        # Filtered search without payload indexes reads every payload per condition: measured
-        # 66 ms vs 3 ms for a filtered search over 200 notes. Index from the first point on.
-        self.ensure_indexes()
 
     def ensure_indexes(self) -> int:
         """Create the payload indexes that are missing; returns how many were created."""
@@ -150,24 +368,159 @@ class EdgeStore:
         wanted += [(n, qe.PayloadSchemaType.Float) for n in FLOAT_FIELDS]
         wanted += [(_SHADOW + n, qe.PayloadSchemaType.Keyword) for n in BOOL_FIELDS]
         created = 0
-        with self._write_lock:
-            for name in TENANT_FIELDS:
-                # A store from before tenant indexes: rebuild the index as a tenant index (the
-                # points are regrouped by the next optimize()).
-                info = schema.get(name)
-                if info is not None and not getattr(info.params, "is_tenant", False):
-                    shard.update(qe.UpdateOperation.delete_field_index(name))
-                    have.discard(name)
-            for name, kind in wanted:
-                if name not in have:
-                    shard.update(qe.UpdateOperation.create_field_index(name, kind))
-                    created += 1
+        for name in TENANT_FIELDS:
+            # A store from before tenant indexes: rebuild the index as a tenant index (the
+            # points are regrouped by the next optimize()).
+            info = schema.get(name)
+            if info is not None and not getattr(info.params, "is_tenant", False):
+                self._update(qe.UpdateOperation.delete_field_index(name))
+                have.discard(name)
+        for name, kind in wanted:
+            if name not in have:
+                self._update(qe.UpdateOperation.create_field_index(name, kind))
+                created += 1
         return created
 
-    def optimize(self) -> bool:
-        """Build the HNSW and payload structures of full segments (blocking)."""
-        with self._write_lock:
-            return bool(self._require().optimize())
+    # -- index maintenance ------------------------------------------------------------------
+    def index_state(self) -> IndexState:
+        with self._rw.reading():
+            shard = self._require()
+            info = shard.info()
+            dense = shard.count(qe.CountRequest(
+                exact=True, filter=qe.Filter(must=[qe.HasVectorCondition(DENSE)])))
+            sparse = shard.count(qe.CountRequest(
+                exact=True, filter=qe.Filter(must=[qe.HasVectorCondition(SPARSE)])))
+        # indexed_vectors_count counts every sparse vector (always indexed), the dense ones in
+        # HNSW segments, and deleted ones until a vacuum: the surplus over the live vectors,
+        # when the dense ones are all indexed, is deleted vectors.
+        indexed_total = int(info.indexed_vectors_count)
+        indexed = max(0, min(dense, indexed_total - sparse))
+        unindexed = dense - indexed
+        deleted = self._deleted_since
+        if unindexed == 0:
+            surplus = indexed_total - sparse - dense
+            deleted = max(deleted, surplus // 2 if sparse else surplus)
+        points = int(info.points_count)
+        share = deleted / (points + deleted) if points + deleted else 0.0
+        return IndexState(
+            points=points, indexed=indexed, unindexed=unindexed,
+            segments=int(info.segments_count), deleted_share=round(share, 4),
+            optimizing=self._optimize_lock.locked(),
+        )
+
+    def optimize(self, hold: Hold | None = None) -> bool:
+        """Optimize a copy in a child process, then swap it in (see the module docstring).
+
+        True when the optimizer changed anything; False when there was nothing to do or a run
+        is already going on. Raises StoreError when the child fails (the live shard is left as
+        it was) and OptimizeAborted when the store closes meanwhile."""
+        if not self._optimize_lock.acquire(blocking=False):
+            return False
+        guard: Hold = hold or contextlib.nullcontext
+        work = self._sibling(".optimizing")
+        try:
+            self._abort.clear()
+            shutil.rmtree(work, ignore_errors=True)
+            t0 = time.monotonic()
+            with guard(), self._write_lock:
+                shard = self._require()
+                shard.flush()
+                _copy_tree(self.path, work)
+                self._recorded, self._recorded_points = [], 0
+            t1 = time.monotonic()
+            changed = self._run_child(work)
+            t2 = time.monotonic()
+            # Catch up outside the locks: replay into the copy what was written so far, so the
+            # swap replays only what comes in meanwhile.
+            with self._write_lock:
+                early = list(self._recorded or [])
+            self._replay_into(work, early)
+            with guard(), self._write_lock:
+                recorded, self._recorded = self._recorded, None
+                if recorded is None:
+                    raise OptimizeAborted("too many writes during the optimization to replay "
+                                          f"(> {MAX_REPLAY_POINTS} points); it runs again later")
+                if self._abort.is_set():
+                    raise OptimizeAborted("the store closed during an optimization")
+                t3 = time.monotonic()
+                with self._rw.exclusive():
+                    self._swap(work, recorded[len(early):])
+                self._deleted_since = 0
+            self.last_optimize = {
+                "copy_s": round(t1 - t0, 3), "child_s": round(t2 - t1, 3),
+                "catch_up_s": round(t3 - t2, 3), "swap_s": round(time.monotonic() - t3, 3),
+                "replayed": float(len(recorded)),
+            }
+            return changed
+        finally:
+            with self._write_lock:
+                self._recorded = None
+            shutil.rmtree(work, ignore_errors=True)
+            self._optimize_lock.release()
+
+    def cancel_optimize(self) -> None:
+        """Make a running optimization give up (the live shard is left as it is)."""
+        self._abort.set()
+
+    def _run_child(self, work: Path) -> bool:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(work), str(os.getpid())],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        )
+        try:
+            while proc.poll() is None:
+                if self._abort.wait(0.1):
+                    proc.kill()
+                    proc.wait()
+                    raise OptimizeAborted("the store closed during an optimization")
+            out, err = proc.communicate()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if proc.returncode != 0:
+            tail = err.decode(errors="replace").strip().splitlines()[-3:]
+            raise StoreError(f"optimizing a copy of {self.path} failed (exit {proc.returncode}: "
+                             f"{' / '.join(tail)}); the store is unchanged and serves as before")
+        return out.strip() == b"1"
+
+    def _replay_into(self, work: Path, recorded: Sequence[tuple[str, Any]]) -> None:
+        if not recorded:
+            return
+        shard = qe.EdgeShard.load(str(work))
+        try:
+            _replay(shard, recorded)
+            shard.flush()
+        finally:
+            shard.close()
+
+    def _swap(self, work: Path, recorded: Sequence[tuple[str, Any]]) -> None:
+        """Replace the live shard by the optimized copy ``work`` plus the recorded writes.
+        Called with writes and reads held off."""
+        parent, aside = self.path.parent, self.aside_path
+        old = self._require()
+        old.close()
+        self._shard = None
+        new: qe.EdgeShard | None = None
+        try:
+            os.rename(self.path, aside)
+            _fsync_dir(parent)
+            os.rename(work, self.path)
+            _fsync_dir(parent)
+            new = qe.EdgeShard.load(str(self.path))
+            # In the new WAL now, as durable as any write (no flush: it costs ~0.5 s here).
+            _replay(new, recorded)
+        except BaseException:  # roll back: the old shard holds everything
+            if new is not None:
+                new.close()
+            self.recover()
+            self._shard = qe.EdgeShard.load(str(self.path))
+            raise
+        self._shard = new
+        trash = self._sibling(".trash")
+        os.rename(aside, trash)
+        _fsync_dir(parent)
+        shutil.rmtree(trash, ignore_errors=True)
 
     def _require(self) -> qe.EdgeShard:
         if self._shard is None:
@@ -175,17 +528,21 @@ class EdgeStore:
         return self._shard
 
     def flush(self) -> None:
-        if self._shard is not None:
-            self._shard.flush()
+        with self._rw.reading():
+            if self._shard is not None:
+                self._shard.flush()
 
     def close(self) -> None:
-        if self._shard is not None:
-            with self._write_lock:
+        self._abort.set()  # a running optimization gives up; the live shard is intact
+        with self._write_lock, self._rw.exclusive():
+            if self._shard is not None:
                 self._shard.close()
                 self._shard = None
+            self._release_lock()
 
     def info(self) -> StoreInfo:
-        info = self._require().info()
+        with self._rw.reading():
+            info = self._require().info()
         return StoreInfo(
             backend=self.backend,
             location=str(self.path),
@@ -194,34 +551,50 @@ class EdgeStore:
         )
 
     # -- writes -----------------------------------------------------------------------------
+    def _update(self, op: Any, points: int = 1, deleted: int = 0,
+                upserted: list[tuple[str, Any]] | None = None) -> None:
+        """Apply one write; during an optimization also keep it for the replay."""
+        with self._write_lock:
+            self._require().update(op)
+            self._deleted_since += deleted
+            if self._recorded is not None:
+                self._recorded_points += points
+                if self._recorded_points > MAX_REPLAY_POINTS:
+                    self._recorded = None  # the run is abandoned at its swap
+                elif upserted is not None:
+                    self._recorded.append(("upsert", upserted))
+                else:
+                    self._recorded.append(("op", op))
+
     def upsert(self, points: Sequence[Point]) -> None:
         if not points:
             return
-        pts = [qe.Point(p.id, _vectors(p), _shadow(p.payload)) for p in points]
-        with self._write_lock:
-            self._require().update(qe.UpdateOperation.upsert_points(pts))
+        pts = [(p.id, qe.Point(p.id, _vectors(p), _shadow(p.payload))) for p in points]
+        self._update(qe.UpdateOperation.upsert_points([q for _, q in pts]), len(pts),
+                     upserted=pts)
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if not ids:
             return
-        with self._write_lock:
-            self._require().update(qe.UpdateOperation.set_payload(list(ids), _shadow(payload)))
+        self._update(qe.UpdateOperation.set_payload(list(ids), _shadow(payload)), len(ids))
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:
             return
-        with self._write_lock:
-            self._require().update(qe.UpdateOperation.delete_points(list(ids)))
+        self._update(qe.UpdateOperation.delete_points(list(ids)), len(ids), len(set(ids)))
 
     def delete_by_filter(self, flt: Filter) -> None:
-        with self._write_lock:
-            self._require().update(qe.UpdateOperation.delete_points_by_filter(_filter(flt) or qe.Filter()))
+        qflt = _filter(flt) or qe.Filter()
+        n = self.count(flt)
+        self._update(qe.UpdateOperation.delete_points_by_filter(qflt), n, n)
 
     # -- reads ------------------------------------------------------------------------------
     def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:
         if not ids:
             return []
-        recs = self._require().retrieve(list(ids), with_payload=True, with_vector=with_vectors)
+        with self._rw.reading():
+            recs = self._require().retrieve(list(ids), with_payload=True,
+                                            with_vector=with_vectors)
         return [_from_record(r, with_vectors) for r in recs]
 
     def query_dense(
@@ -235,7 +608,9 @@ class EdgeStore:
             with_payload=_selector(fields),
             params=qe.SearchParams(exact=True) if exact else None,
         )
-        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in self._require().query(req)]
+        with self._rw.reading():
+            found = self._require().query(req)
+        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in found]
 
     def query_sparse(
         self, vector: SparseVector, flt: Filter | None, limit: int,
@@ -250,7 +625,9 @@ class EdgeStore:
             filter=_filter(flt),
             with_payload=_selector(fields),
         )
-        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in self._require().query(req)]
+        with self._rw.reading():
+            found = self._require().query(req)
+        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in found]
 
     def scroll(
         self,
@@ -266,9 +643,11 @@ class EdgeStore:
             with_payload=True,
             with_vector=with_vectors,
         )
-        recs, next_offset = self._require().scroll(req)
+        with self._rw.reading():
+            recs, next_offset = self._require().scroll(req)
         points = [_from_record(r, with_vectors) for r in recs]
         return points, (str(next_offset) if next_offset is not None else None)
 
     def count(self, flt: Filter | None = None) -> int:
-        return int(self._require().count(qe.CountRequest(exact=True, filter=_filter(flt))))
+        with self._rw.reading():
+            return int(self._require().count(qe.CountRequest(exact=True, filter=_filter(flt))))

@@ -23,6 +23,8 @@ from brain.vector_store.base import (
     HasId,
     HasVector,
     Hit,
+    Hold,
+    IndexState,
     Match,
     MatchAny,
     Point,
@@ -149,8 +151,21 @@ class QdrantClientStore:
     def ensure_indexes(self) -> int:
         return 0  # created with the collection on a server; local mode has none
 
-    def optimize(self) -> bool:
-        return False  # a server optimizes in the background
+    def index_state(self) -> IndexState:
+        if self._local:  # local mode keeps plain lists: nothing is indexed, nothing to do
+            return IndexState(points=self.count(None))
+        info = self._call(self._client.get_collection, self.collection)
+        points = int(info.points_count or 0)
+        indexed = info.indexed_vectors_count
+        return IndexState(
+            points=points,
+            indexed=int(indexed) if indexed is not None else None,
+            segments=int(info.segments_count) if info.segments_count is not None else None,
+            optimizing=getattr(info.status, "value", info.status) == "yellow",  # optimizing
+        )
+
+    def optimize(self, hold: Hold | None = None) -> bool:  # noqa: ARG002 - nothing to hold
+        return False  # a server optimizes in the background; local mode has no index
 
     def close(self) -> None:
         self._call(self._client.close)
