@@ -60,6 +60,12 @@ def ids(dataset: str, split: str, splits: dict[str, Any] | None = None) -> set[s
     return set((splits or load())[dataset][split])
 
 
+def split_of(dataset: str, splits: dict[str, Any] | None = None) -> dict[str, str]:
+    """id -> "dev" / "test" for ``dataset``; an id in neither (other data) is in neither."""
+    s = splits or load()
+    return {i: name for name in ("dev", "test") for i in s[dataset][name]}
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench import data_dir
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brain.bm25 import BM25Encoder
+from brain.retrieval import looks_like_code
 from brain.sources.categories import parse_frontmatter
 from brain.sources.registry import FileState, SourceRecord
 from brain.sources.walker import MAX_INDEXED_CHARS, FileEntry
@@ -134,6 +135,7 @@ def points_of(
             **base,
             "kind": "chunk",
             "content": p.text,
+            "is_code": looks_like_code(p.text),  # the fusion's weight reads it
             "chunk_hash": p.hash,
             "chunk_index": p.index,
             "line_start": p.line_start,
@@ -156,6 +158,7 @@ def points_of(
         **base,
         "kind": "file",
         "content": head,
+        "is_code": looks_like_code(head),
         "text_len": len(w.text),
         "n_chunks": n,
         "truncated": len(w.text) > HEAD_CHARS,
