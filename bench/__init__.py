@@ -49,6 +49,7 @@ class BenchContext:
     log: Callable[[str], None] = print
     deep: bool = True  # query deep_search too when the tool is listed
     ablations: bool = True  # the bulk-loaded index ablations (full mode)
+    parts: tuple[str, ...] = ("systems", "caller", "lever")  # of LoCoMo (bench/locomo.py)
     sections: dict[str, Any] = field(default_factory=dict)  # settings overrides (tests)
     notes: list[str] = field(default_factory=list)
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="brain-bench-")))

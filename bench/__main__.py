@@ -103,6 +103,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-write", action="store_true", help="print, do not write the report")
     p.add_argument("--no-deep", action="store_true", help="skip the deep_search rows")
+    p.add_argument("--locomo-parts", default="systems,caller,lever",
+                   help="LoCoMo parts to run: systems (plain stores), caller (caller-context "
+                   "store), lever (session-context store); split them over processes")
     p.add_argument("--no-bulk", action="store_true",
                    help="skip the bulk-loaded LoCoMo index ablations")
     p.add_argument("--json", default=None,
@@ -130,6 +133,7 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
     ctx = BenchContext(
         embedder=embedder, data=data, quick=args.quick, log=lambda m: print(m, flush=True),
         deep=not args.no_deep, ablations=not (args.no_ablations or args.no_bulk),
+        parts=tuple(p.strip() for p in args.locomo_parts.split(",") if p.strip()),
     )
     systems = dict(SYSTEMS)
     if not (args.no_ablations or args.quick):

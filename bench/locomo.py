@@ -244,11 +244,14 @@ async def _ask(client: Any, tool: str, query: str, project: str, k: int) -> list
 # searched with the default configuration: the caller-context row (what an agent that passes
 # the previous turn gets) and the write-time levers the brain applies by itself.
 STORE_ROWS: dict[str, dict[str, Any]] = {
-    "caller context: previous turn": {"ingest": "caller_context"},
+    "caller context: previous turn": {"ingest": "caller_context", "part": "caller"},
     "lever: session context (brain-supplied)": {
-        "ingest": "sessions", "overrides": {"session_context": True},
+        "ingest": "sessions", "overrides": {"session_context": True}, "part": "lever",
     },
 }
+# What a run measures (``python -m bench --locomo-parts``): the systems on the plain stores
+# (turn and session level), and each store row; separate processes can take separate parts.
+PARTS = ("systems", "caller", "lever")
 
 
 async def _ingest_store(
@@ -286,7 +289,9 @@ async def _ingest_store(
         if ensure is not None:
             ensure()
     ctx.log(f"locomo {level} ({mode}): {sum(len(m) for m in maps.values())} memories added "
-            f"via add_memory in {ingest_s:.1f}s")
+            f"via add_memory in {ingest_s:.1f}s into {ctx.home(name)}")
+    (ctx.home(name) / "bench-maps.json").write_text(json.dumps(
+        {str(k): v for k, v in maps.items()}), encoding="utf-8")  # to evaluate it again
     return maps, ingest_s, deep
 
 
@@ -302,7 +307,7 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
         "conversations": len(convs),
         "questions": sum(len(c.questions) for c in convs),
     }
-    for level in ("turn", "session"):
+    for level in ("turn", "session") if "systems" in ctx.parts else ():
         name = f"locomo-{level}"
         maps, ingest_s, deep = await _ingest_store(ctx, name, convs, level)
         results: dict[str, Any] = {}
@@ -312,17 +317,19 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
             ctx.log(f"locomo {level} {sys_name}: {_brief(results[sys_name])}")
         if not deep:
             ctx.notes.append("deep_search is not listed by the server: its LoCoMo rows are skipped")
-        if level == "turn":
-            for i, (row, spec) in enumerate(STORE_ROWS.items()):
-                store = f"locomo-turn-store-{i}"
-                overrides = spec.get("overrides", {})
-                smaps, _s, _d = await _ingest_store(ctx, store, convs, level, spec["ingest"],
-                                                    overrides)
-                async with ctx.configured(store, overrides) as (_brain, client):
-                    results[row] = await _evaluate(client, convs, smaps, level, "search_memory")
-                ctx.log(f"locomo turn {row}: {_brief(results[row])}")
         out[level] = {"ingest_s": round(ingest_s, 1), "systems": results, "context_passed": False}
-    if not ctx.quick and ctx.ablations:
+    for i, (row, spec) in enumerate(STORE_ROWS.items()):
+        if spec["part"] not in ctx.parts:
+            continue
+        store = f"locomo-turn-store-{i}"
+        overrides = spec.get("overrides", {})
+        smaps, _s, _d = await _ingest_store(ctx, store, convs, "turn", spec["ingest"], overrides)
+        async with ctx.configured(store, overrides) as (_brain, client):
+            turn_rows = out.setdefault("turn", {"systems": {}, "context_passed": False})
+            turn_rows["systems"][row] = await _evaluate(client, convs, smaps, "turn",
+                                                        "search_memory")
+        ctx.log(f"locomo turn {row}: {_brief(turn_rows['systems'][row])}")
+    if not ctx.quick and ctx.ablations and "systems" in ctx.parts:
         out["session"]["systems"].update(await session_pooling_ablation(ctx, convs))
         out["turn"]["systems"].update(await index_ablations(ctx, convs))
     return out

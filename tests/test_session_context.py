@@ -38,6 +38,8 @@ def test_a_note_in_an_open_session_carries_the_previous_one(chained: Brain) -> N
     assert _payload(chained, before)["context_by"] == "heuristic"  # no session open
     assert _payload(chained, first)["context_by"] == "heuristic"  # first of its session
     assert _payload(chained, second["zk_id"])["context"] == "Melanie said she paints sunsets."
+    assert _payload(chained, second["zk_id"])["thread_prev"] == first  # its neighbour
+    assert "thread_prev" not in _payload(chained, first)
     assert _payload(chained, other)["context_by"] == "heuristic"  # q has no open session
     assert _payload(chained, own)["context"] == "given by the caller"  # the caller wins
     chained.sessions.open_session("p")  # a new session starts a new thread

@@ -66,7 +66,7 @@ class SessionThreads:
     MAX_THREADS = 10_000
 
     def __init__(self) -> None:
-        self._last: dict[tuple[str, str, str], str] = {}
+        self._last: dict[tuple[str, str, str], tuple[str, str]] = {}  # (zk_id, content)
         self._lock = threading.Lock()
 
     def begin(self, key: tuple[str, str, str]) -> None:
@@ -74,17 +74,23 @@ class SessionThreads:
             self._last.pop(key, None)
             if len(self._last) >= self.MAX_THREADS:
                 self._last.pop(next(iter(self._last)))
-            self._last[key] = ""
+            self._last[key] = ("", "")
 
-    def previous(self, key: tuple[str, str, str]) -> str | None:
-        """The thread's last note (None when no session is open or nothing was added)."""
+    def is_open(self, key: tuple[str, str, str]) -> bool:
         with self._lock:
-            return self._last.get(key) or None
+            return key in self._last
 
-    def advance(self, key: tuple[str, str, str], content: str) -> None:
+    def previous(self, key: tuple[str, str, str]) -> tuple[str, str] | None:
+        """(zk_id, content) of the thread's last note; None when no session is open or
+        nothing was added in it yet."""
+        with self._lock:
+            last = self._last.get(key)
+            return last if last and last[0] else None
+
+    def advance(self, key: tuple[str, str, str], zk_id: str, content: str) -> None:
         with self._lock:
             if key in self._last:
-                self._last[key] = content
+                self._last[key] = (zk_id, content)
 
 
 @dataclass(slots=True)

@@ -121,8 +121,11 @@ def add(
         require_enum(relation, RELATIONS, "relation")
         targets.append(m.get_payload(target))
     thread = session_thread(m, project) if m.cfg.session_context else None
-    if thread is not None and not (context and context.strip()):
-        context = m.threads.previous(thread)
+    previous = m.threads.previous(thread) if thread is not None else None
+    if previous is not None and not (context and context.strip()):
+        context = previous[1]
+    if previous is not None:  # the note before it in its session: its neighbour
+        extra = {**(extra or {}), "thread_prev": previous[0]}
     payload, redacted = new_payload(
         m, content, project, memory_type, note_kind, tags, pinned, visibility, context, extra)
     if not all(tenancy.may_link(payload, t) for t in targets):
@@ -152,7 +155,7 @@ def add(
         m.graph.upsert_node(zk_id, payload["title"], project)
         _sync_graph(m, zk_id, payload)
     if thread is not None:
-        m.threads.advance(thread, payload["content"])
+        m.threads.advance(thread, zk_id, payload["content"])
     m._emit("added", payload)
     return WriteResult(public_note(payload), redacted, linked)
 
