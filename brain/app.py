@@ -329,7 +329,7 @@ class Brain:
         return SearchPolicy(
             fusion=r.fusion, dense_weight=r.dense_weight,
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
-            relative_floor=r.relative_floor,
+            relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
         )  # fmt: skip
 
     def _memory_config(self) -> MemoryConfig:

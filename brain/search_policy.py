@@ -38,6 +38,7 @@ class SearchPolicy:
     rrf_k: int
     candidates: int
     relative_floor: float
+    neighbour_weight: float  # a note's score gains this share of its session neighbour's
 
     def describe(self) -> str:
         return f"{self.fusion} fusion, relative floor {self.relative_floor:g}"
@@ -61,7 +62,7 @@ def rank(
         store, dense_vec, sparse_vec, flt, n,
         candidates=max(policy.candidates, n), method=policy.fusion,
         dense_weight=policy.dense_weight, rrf_k=policy.rrf_k, exact=exact,
-        code_dense_weight=policy.code_dense_weight,
+        code_dense_weight=policy.code_dense_weight, neighbour_weight=policy.neighbour_weight,
     )  # fmt: skip
     if group is not None:
         seen: set[Any] = set()

@@ -122,3 +122,22 @@ async def test_search_files_clamps_a_large_limit_and_says_so(client: Any) -> Non
     assert "500" in out["note"] and "30" in out["note"]
     small = (await client.call_tool("search_files", {"query": "anything", "limit": 5})).data
     assert "note" not in small
+
+
+def test_a_note_next_to_a_strong_match_rises_with_the_neighbour_lever() -> None:
+    from brain.notes import point_id
+    from brain.retrieval import with_neighbours
+
+    def cand(zk: str, score: float, prev: str | None = None) -> Candidate:
+        c = Candidate(point_id(zk), {"thread_prev": prev} if prev else {}, score)
+        c.ranks["dense"] = 0
+        return c
+
+    question = cand("ZK-0000AAAA", 0.9)  # "what did you paint?"
+    answer = cand("ZK-0000BBBB", 0.5, prev="ZK-0000AAAA")  # "a sunset", after it
+    other = cand("ZK-0000CCCC", 0.6)
+    ranked = with_neighbours([question, other, answer], 0.3)
+    assert [c.id for c in ranked][:2] == [question.id, answer.id]
+    assert answer.score == pytest.approx(0.5 + 0.3 * 0.9)
+    assert question.score == pytest.approx(0.9 + 0.3 * 0.5)
+    assert other.score == 0.6  # no neighbours recorded: unchanged

@@ -27,7 +27,7 @@ from config import FilesSettings, Settings
 OWNER = Identity("dana", "builder")
 MODEL = "offline/hash-384"
 POLICY = SearchPolicy(fusion="dbsf", dense_weight=0.45, code_dense_weight=0.8, rrf_k=60,
-                      candidates=20, relative_floor=0.0)
+                      candidates=20, relative_floor=0.0, neighbour_weight=0.0)
 
 
 @pytest.fixture
