@@ -21,6 +21,7 @@ from typing import Any
 
 from bench import BenchContext, call, mcp_client, sections_for, tool_names, tool_runs
 from bench.splits import split_of
+from brain.notes import point_id
 
 KS = (1, 5, 10)
 CATEGORIES = (1, 2, 3, 4)
@@ -251,7 +252,21 @@ STORE_ROWS: dict[str, dict[str, Any]] = {
 }
 # What a run measures (``python -m bench --locomo-parts``): the systems on the plain stores
 # (turn and session level), and each store row; separate processes can take separate parts.
-PARTS = ("systems", "caller", "lever")
+PARTS = ("systems", "caller", "lever", "session", "bulk-plain", "bulk-ctx")
+# Bulk-loaded turn stores (brain.bulk writes add_memory's payloads, embedding in batches): a
+# plain store is what add_memory(content) writes; a store with each turn's session
+# predecessor as context and thread_prev is what memory.session_context writes after
+# open_session (and what a caller passing the previous turn writes, less thread_prev).
+BULK_ROWS: dict[str, dict[str, Any]] = {
+    "bulk-plain": {"context": False},
+    "bulk-ctx": {"context": True},
+}
+# Query-time levers evaluated on the bulk-ctx store (name -> settings overrides).
+CTX_LEVERS: dict[str, dict[str, Any]] = {
+    "lever: session context (bulk)": {},
+    "lever: session context + neighbours 0.2 (bulk)": {"neighbour_weight": 0.2},
+    "lever: session context + neighbours 0.4 (bulk)": {"neighbour_weight": 0.4},
+}
 
 
 async def _ingest_store(
@@ -307,7 +322,9 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
         "conversations": len(convs),
         "questions": sum(len(c.questions) for c in convs),
     }
-    for level in ("turn", "session") if "systems" in ctx.parts else ():
+    levels = [lv for lv in ("turn", "session")
+              if "systems" in ctx.parts or (lv == "session" and "session" in ctx.parts)]
+    for level in levels:
         name = f"locomo-{level}"
         maps, ingest_s, deep = await _ingest_store(ctx, name, convs, level)
         results: dict[str, Any] = {}
@@ -329,10 +346,58 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
             turn_rows["systems"][row] = await _evaluate(client, convs, smaps, "turn",
                                                         "search_memory")
         ctx.log(f"locomo turn {row}: {_brief(turn_rows['systems'][row])}")
+    for part, spec in BULK_ROWS.items():
+        if part in ctx.parts:
+            rows = await bulk_rows(ctx, convs, part, spec["context"], systems)
+            out.setdefault("turn", {"systems": {}, "context_passed": False})["systems"].update(rows)
     if not ctx.quick and ctx.ablations and "systems" in ctx.parts:
         out["session"]["systems"].update(await session_pooling_ablation(ctx, convs))
         out["turn"]["systems"].update(await index_ablations(ctx, convs))
     return out
+
+
+async def bulk_rows(
+    ctx: BenchContext, convs: list[Conversation], part: str, context: bool,
+    systems: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Turn level on a bulk-loaded store: every system on the plain one ("bulk: <name>"), the
+    session-context levers on the one with context and thread_prev."""
+    from brain.bulk import BulkNote, bulk_add
+
+    name = f"locomo-turn-{part}"
+    brain = ctx.open_brain(name)
+    maps: dict[int, dict[str, Any]] = {}
+    t0 = time.perf_counter()
+    try:
+        for conv in convs:
+            ctxs = previous_turns(conv) if context else [None] * len(conv.turns)
+            notes = [BulkNote(t.text, project=conv.project, extra={"context": c} if c else {})
+                     for t, c in zip(conv.turns, ctxs, strict=True)]
+            res = bulk_add(brain.memory, notes)
+            maps[conv.index] = dict(zip(res.zk_ids, [t.dia_id for t in conv.turns],
+                                        strict=True))
+            if context:  # thread_prev, as session_context records it
+                for i, t in enumerate(conv.turns):
+                    if i and conv.turns[i - 1].session == t.session:
+                        brain.store.set_payload([point_id(res.zk_ids[i])],
+                                                {"thread_prev": res.zk_ids[i - 1]})
+        ensure = getattr(brain.store, "ensure_indexes", None)
+        if ensure is not None:
+            ensure()
+    finally:
+        brain.close()
+    (ctx.home(name) / "bench-maps.json").write_text(json.dumps(
+        {str(k): v for k, v in maps.items()}), encoding="utf-8")
+    ctx.log(f"locomo turn {part}: bulk-loaded in {time.perf_counter() - t0:.1f}s into "
+            f"{ctx.home(name)}")
+    runs = ({f"bulk: {n}": cfg for n, cfg in systems.items() if "tool" not in cfg}
+            if not context else CTX_LEVERS)
+    results: dict[str, Any] = {}
+    for row, cfg in runs.items():
+        async with ctx.configured(name, cfg) as (_brain, client):
+            results[row] = await _evaluate(client, convs, maps, "turn", "search_memory")
+        ctx.log(f"locomo turn {row}: {_brief(results[row])}")
+    return results
 
 
 async def session_pooling_ablation(ctx: BenchContext, convs: list[Conversation]) -> dict[str, Any]:
