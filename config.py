@@ -125,7 +125,7 @@ class MemorySettings(_Section):
     )
     default_project: str = Field("general", description="Project used when a call names none")
     session_context: bool = Field(
-        False,
+        True,
         description="A note added after open_session without a context of its own carries the "
         "previous note the same agent added in that session and project as its context "
         "(embedded with it, as a caller-given context is)",
