@@ -63,6 +63,12 @@ DESCRIBE: dict[str, str] = {
     "lever: session context (brain-supplied)": "lever: open_session at each LoCoMo session, "
     "add_memory(content) only; memory.session_context = true gives each note its session's "
     "previous note as context",
+    "lever: session context (bulk)": "lever (kept, memory.session_context, now default): "
+    "each turn carries its session's previous turn as context, as after open_session; "
+    "bulk-loaded",
+    "lever: session context + neighbours 0.2 (bulk)": "lever: + retrieval.neighbour_weight "
+    "0.2 (a note gains 0.2 x its best session neighbour's fused score)",
+    "lever: session context + neighbours 0.4 (bulk)": "lever: + retrieval.neighbour_weight 0.4",
     "search_files (uploaded documents)": "each code uploaded with ingest_file, search_files "
     "(limit 10), default settings",
     "fs_search semantic (source folder)": "each code a .py file of a source folder, fs_search "
