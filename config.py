@@ -133,6 +133,12 @@ class MemorySettings(_Section):
         240, ge=40, le=4000,
         description="Content characters in a compact search hit (detail=compact, the default)",
     )
+    session_context: bool = Field(
+        True,
+        description="A note added after open_session without a context of its own carries the "
+        "previous note the same agent added in that session and project as its context "
+        "(embedded with it, as a caller-given context is)",
+    )
     pool_long_text: bool = Field(
         True,
         description="Encode a note longer than the model's window as the mean of its "
@@ -158,6 +164,20 @@ class RetrievalSettings(_Section):
         "between the two weights by its share of code)",
     )
     candidates: int = Field(50, ge=5, le=1000, description="Candidates fetched per retriever")
+    neighbour_weight: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="A note's fused score gains this share of its best session neighbour's "
+        "(the note before or after it, recorded with memory.session_context; 0 = off)",
+    )
+    relative_floor: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="search_memory, search_files and fs_search drop a hit whose fused score is "
+        "below this share of the best hit's (0 = keep all); the best match is always returned",
+    )
     graph_decay: float = Field(
         0.85,
         gt=0.0,

@@ -185,17 +185,19 @@ def create_server(
         include_siblings: IncludeSiblings = False,
         all_projects: AllProjects = False,
         include_files: bool = False,
-        files_threshold: Similarity = 0.5,
+        files_threshold: Similarity | None = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Hybrid (meaning + keyword) search over notes for simple, direct lookups. Archived
         and forgotten notes never appear; every returned note is access-stamped. Without a
         project it searches the default project (all_projects=true searches every one);
-        include_files=true also returns matching passages of uploaded documents. ``answer``
-        is "single" when the top hit stands clear of the rest (the second scores at most
-        half of it: BRAIN__MEMORY__RELEVANCE_BAND), else "many". Hits are
-        compact (id, title, score, snippet, tags, link count): get_note reads one whole,
-        detail="full" returns every note whole."""
+        include_files=true also returns matching passages of uploaded documents. The best
+        match is always returned; weaker ones are dropped only below the relative floor
+        (retrieval.relative_floor x the best score; 0 = none), the same ranking as
+        search_files and fs_search. ``answer`` is "single" when the top hit stands clear of
+        the rest (the second scores at most half of it: BRAIN__MEMORY__RELEVANCE_BAND), else
+        "many". Hits are compact (id, title, score, snippet, tags, link count): get_note reads
+        one whole, detail="full" returns every note whole."""
 
         args = locals()
 
@@ -206,7 +208,7 @@ def create_server(
             out: dict[str, Any] = {"results": hits, "count": len(hits)}
             if include_files:
                 out["files"] = b.files.search_with_vector(
-                    qvec, limit=min(top_k, 30), threshold=files_threshold)
+                    qvec, query, limit=min(top_k, 30), threshold=files_threshold)
             out = with_answer(out, b.settings.memory.relevance_band)
             return present(out, detail, b.settings.memory.snippet_chars)
 

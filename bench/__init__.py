@@ -20,7 +20,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,12 +48,29 @@ class BenchContext:
     quick: bool = False
     log: Callable[[str], None] = print
     deep: bool = True  # query deep_search too when the tool is listed
+    ablations: bool = True  # the bulk-loaded index ablations (full mode)
+    parts: tuple[str, ...] = ("systems", "caller", "lever")  # of LoCoMo (bench/locomo.py)
     sections: dict[str, Any] = field(default_factory=dict)  # settings overrides (tests)
     notes: list[str] = field(default_factory=list)
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="brain-bench-")))
 
     def open_brain(self, name: str, **sections: Any) -> Any:
-        return open_brain(self.home(name), self.embedder, **{**self.sections, **sections})
+        return open_brain(self.home(name), self.embedder, **merge(self.sections, sections))
+
+    @asynccontextmanager
+    async def configured(
+        self, name: str, overrides: dict[str, Any], **sections: dict[str, Any]
+    ) -> AsyncIterator[Any]:
+        """(brain, client) on the store ``name`` reopened under settings changed by
+        ``overrides`` (field -> value of [retrieval] or [memory]) and ``sections``: a
+        benchmark configuration is a different set of settings on the same data, never a
+        mutated service."""
+        brain = self.open_brain(name, **merge(sections_for(overrides), sections))
+        try:
+            async with mcp_client(brain) as client:
+                yield brain, client
+        finally:
+            brain.close()
 
     def home(self, name: str) -> Path:
         path = self.scratch / name
@@ -71,9 +88,28 @@ def open_brain(home: Path, embedder: Any, **sections: dict[str, Any]) -> Any:
     return Brain(settings, embedder=embedder).open()
 
 
-def set_fusion(brain: Any, **fields: Any) -> None:
-    """Switch the query-time retrieval settings of an open brain (baselines, ablations)."""
-    brain.memory.cfg = replace(brain.memory.cfg, **fields)
+def merge(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Settings sections ``base`` with ``more`` laid over them, field by field."""
+    out = {k: dict(v) for k, v in base.items()}
+    for section, fields in more.items():
+        out[section] = {**out.get(section, {}), **fields}
+    return out
+
+
+def sections_for(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Settings sections of a configuration given as flat fields: each field goes to the
+    section that defines it ([retrieval] first, then [memory])."""
+    from config import MemorySettings, RetrievalSettings
+
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in overrides.items():
+        if key in RetrievalSettings.model_fields:
+            out.setdefault("retrieval", {})[key] = value
+        elif key in MemorySettings.model_fields:
+            out.setdefault("memory", {})[key] = value
+        else:
+            raise KeyError(f"{key} is not a [retrieval] or [memory] setting")
+    return out
 
 
 @asynccontextmanager

@@ -29,14 +29,42 @@ def _ms(p: dict[str, Any] | None) -> str:
     return f"{p['p50']:.1f} / {p['p95']:.1f}"
 
 
+SPLIT_LOCOMO = ("any@1", "any@5", "any@10")
+SPLIT_COSQA = ("R@1", "R@5", "MRR@10")
+
+
+def split_table(systems: dict[str, Any], cols: tuple[str, ...], pick: Any) -> list[str]:
+    """Dev and test halves side by side (bench/splits.json): levers are chosen on dev, test
+    is the headline. Empty when the rows carry no halves (other data, a subsample)."""
+    names = [n for n in systems if pick(systems[n], "test") or pick(systems[n], "dev")]
+    if not names:
+        return []
+    rows = []
+    for name in names:
+        dev, test = pick(systems[name], "dev") or {}, pick(systems[name], "test") or {}
+        rows.append([name, *(dev.get(c) for c in cols), *(test.get(c) for c in cols)])
+    n_dev = next((pick(systems[n], "dev") or {}).get("n") for n in names)
+    n_test = next((pick(systems[n], "test") or {}).get("n") for n in names)
+    return [
+        f"Dev (n = {n_dev}) and test (n = {n_test}) halves; test is the headline:",
+        "",
+        _table(["system", *(f"dev {c}" for c in cols), *(f"test {c}" for c in cols)], rows),
+        "",
+    ]
+
+
 def locomo_section(level: str, data: dict[str, Any], describe: dict[str, str]) -> str:
     systems = data["systems"]
+    halves = split_table(systems, SPLIT_LOCOMO, lambda row, s: row.get(s))
     rows = [
         [name, describe.get(name, ""), *(systems[name]["all"].get(c) for c in LOCOMO_COLS)]
         for name in systems
     ]
     out = [
-        f"### LoCoMo, {level} level (overall, n = {next(iter(systems.values()))['all']['n']})",
+        f"### LoCoMo, {level} level",
+        "",
+        *halves,
+        f"Full set (n = {next(iter(systems.values()))['all']['n']}), for continuity:",
         "",
         _table(["system", "what", *LOCOMO_COLS], rows),
         "",
@@ -70,6 +98,9 @@ def cosqa_section(data: dict[str, Any], describe: dict[str, str]) -> str:
         [
             f"### CoSQA dev ({data['corpus']} codes, {data['queries']} queries; "
             f"{data.get('backend', 'torch')} backend)",
+            "",
+            *split_table(systems, SPLIT_COSQA, lambda row, s: row.get(s)),
+            "Full set, for continuity:",
             "",
             _table(["system", "what", *COSQA_COLS], rows),
             "",

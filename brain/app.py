@@ -46,6 +46,7 @@ from brain.memory import MemoryConfig, MemoryService
 from brain.mistakes import MistakeService
 from brain.paths import PathPolicy
 from brain.private import secure_home
+from brain.search_policy import SearchPolicy
 from brain.session import SessionService
 from brain.snapshots import Snapshots
 from brain.sources.fsio import FsConfig, FsService
@@ -366,7 +367,7 @@ class Brain:
             max_scan_files=sync.max_scan_files, debounce_s=sync.debounce_s,
             poll_interval_s=sync.poll_interval_s, embed_batch=sync.embed_batch,
             grep_timeout_s=sync.grep_timeout_s, exact_max_points=s.retrieval.exact_max_points,
-            rrf_k=s.retrieval.rrf_k, candidates=s.retrieval.candidates,
+            policy=self.search_policy,
         )
         return SourcesService(deps, cfg)
 
@@ -393,7 +394,7 @@ class Brain:
             clock=self.clock, identity=self.identity,
             model_id=self.meta.model, home=self.home, default_project=s.memory.default_project,
             redact_secrets=s.memory.redact_secrets,
-            exact_max_points=s.retrieval.exact_max_points,
+            exact_max_points=s.retrieval.exact_max_points, policy=self.search_policy,
         )
         return FilesService(deps, s.files)  # the live section: tests tune it at run time
 
@@ -442,6 +443,16 @@ class Brain:
             "files_processing": len(self.files.records.list(status="processing")),
         }
 
+    @functools.cached_property
+    def search_policy(self) -> SearchPolicy:
+        """The one ranking policy of search_memory, search_files and fs_search."""
+        r = self.settings.retrieval
+        return SearchPolicy(
+            fusion=r.fusion, dense_weight=r.dense_weight,
+            code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
+            relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
+        )  # fmt: skip
+
     def _memory_config(self) -> MemoryConfig:
         s = self.settings
         return MemoryConfig(
@@ -450,12 +461,9 @@ class Brain:
             link_candidates=s.memory.link_candidates,
             redact_secrets=s.memory.redact_secrets,
             default_project=s.memory.default_project,
-            fusion=s.retrieval.fusion,
-            dense_weight=s.retrieval.dense_weight,
-            code_dense_weight=s.retrieval.code_dense_weight,
+            policy=self.search_policy,
             pool_long_text=s.memory.pool_long_text,
-            rrf_k=s.retrieval.rrf_k,
-            candidates=s.retrieval.candidates,
+            session_context=s.memory.session_context,
             graph_decay=s.retrieval.graph_decay,
             related_decay=s.retrieval.related_decay,
             rerank_candidates=s.rerank.candidates,

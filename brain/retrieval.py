@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain.notes import point_id
 from brain.vector_store import Filter, Hit, SparseVector, VectorStore
 
 FUSIONS = ("dbsf", "rrf", "weighted", "dense", "bm25")
@@ -76,7 +77,7 @@ def code_share(cands: Sequence[Candidate]) -> float:
 # What the search legs read of each hit's payload; whole payloads are read for the returned
 # hits only. Reading every candidate's payload (~100 a search) cost ~1.5 ms in the store and
 # ~1.5 ms in Python at 100k notes.
-LEG_FIELDS = ("is_code",)
+LEG_FIELDS = ("is_code", "thread_prev")
 
 
 @dataclass(slots=True)
@@ -188,6 +189,7 @@ def hybrid(
     rrf_k: int | None = None,
     exact: bool = False,
     code_dense_weight: float | None = None,
+    neighbour_weight: float = 0.0,
 ) -> list[Candidate]:
     n = max(candidates, limit)
     dense = (store.query_dense(dense_vec, flt, n, exact=exact, fields=LEG_FIELDS)
@@ -197,7 +199,36 @@ def hybrid(
         fused = fuse(dense, sparse, "weighted", 1.0 if method == "dense" else 0.0, rrf_k)
     else:
         fused = fuse(dense, sparse, method, dense_weight, rrf_k, code_dense_weight)
+    if neighbour_weight > 0:
+        fused = with_neighbours(fused, neighbour_weight)
     return _with_payloads(store, fused[:limit])
+
+
+def with_neighbours(cands: list[Candidate], weight: float) -> list[Candidate]:
+    """Each candidate's score plus ``weight`` x the best fused score of its neighbours among
+    the candidates: the note before it in its session (``thread_prev``) and the note after
+    it. A note next to a strong match rises (an answer follows its question). Candidates
+    with no recorded neighbours keep their scores."""
+    by_id = {c.id: c for c in cands}
+    base = {c.id: c.score for c in cands}
+    best: dict[str, float] = {}
+    for c in cands:
+        prev = c.payload.get("thread_prev")
+        if not prev:
+            continue
+        other = by_id.get(point_id(str(prev)))
+        if other is None:
+            continue
+        best[c.id] = max(best.get(c.id, -math.inf), base[other.id])
+        best[other.id] = max(best.get(other.id, -math.inf), base[c.id])
+    if not best:
+        return cands
+    for c in cands:
+        if c.id in best:
+            c.score = base[c.id] + weight * best[c.id]
+    return sorted(cands, key=lambda c: (
+        -c.score, min(c.ranks.values()), c.ranks.get("dense", math.inf),
+        c.ranks.get("bm25", math.inf), c.id))
 
 
 def _with_payloads(store: VectorStore, cands: list[Candidate]) -> list[Candidate]:

@@ -159,6 +159,7 @@ class SessionService:
         }
 
     def open_session(self, project: str) -> dict[str, Any]:
+        self.memory.begin_session(project)  # [memory] session_context: notes chain from here
         return {"context": self.get_session_context(project), "inbox": self.get_inbox(project)}
 
     # ------------------------------------------------------------------ handoff

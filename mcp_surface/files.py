@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from brain.files.service import MAX_SEARCH_LIMIT
+from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
 from mcp_surface.args import Id, OptFileName, OptProject, PathArg, Query, Similarity
 
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
@@ -35,19 +35,26 @@ def register(mcp: Any, call: Any) -> None:
     @mcp.tool(annotations=PURE_READ)
     async def search_files(
         query: Annotated[Query, Field(description="What to look for, in words")],
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="How many passages to return")
-        ] = 10,
+        limit: Annotated[int, Field(
+            ge=1, description=f"How many passages to return (above {MAX_SEARCH_LIMIT}: clamped)"
+        )] = 10,
         file_name: Annotated[OptFileName, Field(description="Only this exact file name")] = None,
-        threshold: Annotated[
-            Similarity, Field(description="Minimum cosine similarity of a passage (0.5 default)")
-        ] = 0.5,
+        threshold: Annotated[Similarity | None, Field(
+            description="Optional minimum cosine similarity of a passage (default: none)"
+        )] = None,
     ) -> dict[str, Any]:
-        """Search uploaded documents by meaning: passages of ready files, most similar first,
-        each with file, chunk index, page (PDFs), similarity and the passage text to quote.
-        Lower the threshold (e.g. 0.3) when a loosely worded query finds nothing."""
-        hits = await call(lambda b: b.files.search(query, limit, file_name, threshold))
-        return {"results": hits, "count": len(hits)}
+        """Search uploaded documents by meaning and keywords (hybrid dense + BM25, the same
+        ranking as search_memory and fs_search): passages of ready files, best first, each
+        with file, chunk index, page (PDFs), score, similarity and the passage text to quote.
+        The best match is always returned; weaker ones are dropped only below the relative
+        floor (retrieval.relative_floor x the best score; 0 = none). A limit above
+        the maximum is clamped and the result says so in 'note'."""
+        used, note = clamp_limit(limit)
+        hits = await call(lambda b: b.files.search(query, used, file_name, threshold))
+        out: dict[str, Any] = {"results": hits, "count": len(hits)}
+        if note:
+            out["limit"], out["note"] = used, note
+        return out
 
     @mcp.tool(annotations=PURE_READ)
     async def list_files(

@@ -156,7 +156,10 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         fixed: Annotated[bool, Field(description="grep: literal text, not a regex")] = False,
         case_insensitive: bool = False,
     ) -> dict[str, Any]:
-        """Search the files of indexed sources. semantic: by meaning (hybrid dense + BM25);
+        """Search the files of indexed sources. semantic: by meaning (hybrid dense + BM25,
+        the same ranking as search_memory and search_files), one row per file with its best
+        chunk; the best match is always returned, weaker ones dropped only below the relative
+        floor (retrieval.relative_floor x the best score; 0 = none);
         filter: by category (code, docs, config, skills, rules, agents, commands,
         contribution, conversation), tags, glob or dates, with query as keywords ranked by
         frequency (empty query lists files); grep: regex/literal over the live files, always

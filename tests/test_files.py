@@ -346,9 +346,10 @@ def test_search_validates_limit_and_sees_only_ready_files(brain: Any, tmp_path: 
     gated = GatedEmbedder(brain.embedder)
     svc = FilesService(replace(brain.files.deps, embedder=gated), brain.settings.files)
     try:
-        for bad in (0, 31):
+        for bad in (0, -3, True):
             with pytest.raises(InvalidArgument):
                 svc.search("anything", limit=bad)
+        assert svc.search("anything", limit=31) == []  # above the maximum: clamped
         rec = svc.ingest(write(tmp_path, "long.md", long_text()))
         assert gated.first_batch_done.wait(20)
         deadline = time.monotonic() + 10
@@ -376,7 +377,7 @@ def test_search_with_vector_shares_one_query_embedding(
     ingest_ready(svc, write(tmp_path, "long.md", long_text()))
     qvec = svc.embedder.embed_query("brand colours typeface")
     by_text = svc.search("brand colours typeface", limit=5, threshold=0.1)
-    by_vec = svc.search_with_vector(qvec, limit=5, threshold=0.1)
+    by_vec = svc.search_with_vector(qvec, "brand colours typeface", limit=5, threshold=0.1)
     assert by_text == by_vec and by_vec
     # notes never pick up document chunks
     assert brain.memory.search("brand colours typeface", 5) == []

@@ -149,9 +149,10 @@ async def test_file_tools_reject_bad_input(client: Any, tmp_path: Path) -> None:
         await tool(client, "ingest_file", path=str(big))
     with pytest.raises(ToolError, match="INVALID_ARGUMENT.*no such file"):
         await tool(client, "ingest_file", path=str(tmp_path / "missing.pdf"))
-    for limit in (0, 31):
-        with pytest.raises(ToolError, match="INVALID_ARGUMENT.*limit"):
-            await tool(client, "search_files", query="x", limit=limit)
+    with pytest.raises(ToolError, match="limit"):
+        await tool(client, "search_files", query="x", limit=0)
+    clamped = await tool(client, "search_files", query="x", limit=31)
+    assert clamped["limit"] == 30 and "maximum 30" in clamped["note"]
     assert (await tool(client, "list_files"))["count"] == 0
 
 

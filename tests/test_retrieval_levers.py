@@ -3,17 +3,20 @@ long-text pooling of note vectors."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 
-from bench import set_fusion
 from brain.app import Brain
+from brain.clock import ManualClock
 from brain.embedder import embed_passages, split_for_window
 from brain.memory import RecallFilter
 from brain.retrieval import fuse, looks_like_code
 from brain.vector_store import Hit
-from config import RetrievalSettings
-from tests.conftest import hash_embedder
+from config import RetrievalSettings, Settings
+from tests.conftest import _seed_store, hash_embedder
 
 PY = '''def is_empty(lst):
     """Return True when the list has no items.
@@ -146,9 +149,16 @@ OTHERS = [
 
 @pytest.mark.parametrize("pool", [True, False])
 def test_a_fact_past_the_model_window_is_found_only_with_pooling(
-    real_brain: Brain, pool: bool
+    settings: Settings, clock: ManualClock, st_embedder: Any, _empty_shard: Path, pool: bool
 ) -> None:
-    set_fusion(real_brain, fusion="dense", pool_long_text=pool)
+    settings.retrieval.fusion = "dense"  # configured through settings, as the bench does
+    settings.memory.pool_long_text = pool
+    _seed_store(settings, _empty_shard)
+    with Brain(settings, embedder=st_embedder, clock=clock) as real_brain:
+        _check_pooling(real_brain, pool)
+
+
+def _check_pooling(real_brain: Brain, pool: bool) -> None:
     long_id = real_brain.memory.add(GARDEN + "\n\n" + WEBHOOKS, project="p").note["zk_id"]
     assert real_brain.embedder.count_tokens(GARDEN) > real_brain.embedder.record.max_seq_length
     for text in OTHERS:

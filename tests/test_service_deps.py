@@ -18,6 +18,7 @@ from brain.embedder import REGISTRY, HashEmbedder
 from brain.files.service import FilesDeps, FilesService, doc_chunks
 from brain.identity import Identity
 from brain.paths import PathPolicy
+from brain.search_policy import SearchPolicy
 from brain.sources.service import SourcesConfig, SourcesDeps, SourcesService
 from brain.vector_store import Filter, Match, scroll_all
 from brain.vector_store.edge import EdgeStore
@@ -25,6 +26,8 @@ from config import FilesSettings, Settings
 
 OWNER = Identity("dana", "builder")
 MODEL = "offline/hash-384"
+POLICY = SearchPolicy(fusion="dbsf", dense_weight=0.45, code_dense_weight=0.8, rrf_k=60,
+                      candidates=20, relative_floor=0.0, neighbour_weight=0.0)
 
 
 @pytest.fixture
@@ -59,7 +62,7 @@ def test_sources_service_indexes_with_the_parts_it_is_given(
     cfg = SourcesConfig(
         default_project="fieldwork", concurrency=1, max_scan_files=1000, debounce_s=0.1,
         poll_interval_s=60.0, embed_batch=16, grep_timeout_s=5.0, exact_max_points=10_000,
-        rrf_k=60, candidates=20,
+        policy=POLICY,
     )  # fmt: skip
     svc = SourcesService(SourcesDeps(**_parts(store, settings, clock)), cfg)
     svc.start()
@@ -88,6 +91,7 @@ def test_files_service_indexes_with_the_parts_it_is_given(
         default_project="archive",
         redact_secrets=True,
         exact_max_points=10_000,
+        policy=POLICY,
     )
     svc = FilesService(deps, FilesSettings(chunk_tokens=40))
     doc = tmp_path / "memo.txt"

@@ -69,7 +69,7 @@ def deep_search(
     # The original query's fused scores over its whole candidate pool: later hops rank what
     # they discover by relevance to the question, not to the drifting expanded query.
     pool_hits = _search(
-        memory, qvec, query, flt, max(top_k, memory.cfg.candidates), rf.confidence_min
+        memory, qvec, query, flt, max(top_k, memory.cfg.policy.candidates), rf.confidence_min
     )
     pool = {payload["zk_id"]: score for payload, score, _ in pool_hits}
     for hop in range(hops + 1):

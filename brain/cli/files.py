@@ -94,7 +94,8 @@ def register(sub: Any) -> None:
     search.add_argument("query")
     search.add_argument("--limit", type=int, default=10, help="1-30 passages")
     search.add_argument("--file-name", default=None, help="only this exact file name")
-    search.add_argument("--threshold", type=float, default=0.5, help="minimum cosine similarity")
+    search.add_argument("--threshold", type=float, default=None,
+                        help="minimum cosine similarity (default: none)")
     search.set_defaults(func=_search)
     rep = fsub.add_parser("reprocess", help="re-parse and re-embed from the stored bytes")
     rep.add_argument("file_id")

@@ -41,11 +41,12 @@ from brain.files.worker import FileWorker, chunk_point_id, chunks_of
 from brain.identity import Identity
 from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.paths import PathPolicy
+from brain.search_policy import SearchPolicy, rank
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
 from brain.vector_store import Filter, Match, Point, VectorStore, scroll_all
 from config import FilesSettings
 
-__all__ = ["FilesDeps", "FilesService", "chunk_point_id", "start", "stop"]
+__all__ = ["FilesDeps", "FilesService", "chunk_point_id", "clamp_limit", "start", "stop"]
 
 STATUSES = ("processing", "ready", "failed")
 MAX_SEARCH_LIMIT = 30
@@ -72,6 +73,7 @@ class FilesDeps:
     default_project: str  # of an upload that names none
     redact_secrets: bool  # [memory] redact_secrets: scrub the text before it is stored
     exact_max_points: int  # [retrieval]: below this many candidates search is exact
+    policy: SearchPolicy  # [retrieval]: how every search ranks (brain/search_policy.py)
 
 
 class FilesService:
@@ -307,24 +309,30 @@ class FilesService:
         query: str,
         limit: int = 10,
         file_name: str | None = None,
-        threshold: float = 0.5,
+        threshold: float | None = None,
         project: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
+        """Passages of ready files for ``query``, best first, ranked by the search policy
+        every search shares (brain/search_policy.py). A limit above MAX_SEARCH_LIMIT is
+        clamped (:func:`clamp_limit`); ``threshold``, when given, is a minimum cosine
+        similarity the caller asks for (a passage only BM25 found has none and is dropped)."""
         check_text(query, "query", MAX_QUERY_CHARS)
         self._check_search(limit, threshold)
         qvec = self.embedder.embed_query(query)
-        return self.search_with_vector(qvec, limit, file_name, threshold, project)
+        return self.search_with_vector(qvec, query, limit, file_name, threshold, project)
 
     def search_with_vector(
         self,
         qvec: Sequence[float] | np.ndarray,
+        query: str,
         limit: int = 10,
         file_name: str | None = None,
-        threshold: float = 0.5,
+        threshold: float | None = None,
         project: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        """Passages of ready files nearest to an already-embedded query, best first."""
+        """The same as :meth:`search` with the query already embedded."""
         self._check_search(limit, threshold)
+        limit, _ = clamp_limit(limit)
         must: builtins.list[Any] = [
             Match("kind", "doc_chunk"),
             *tenancy.conditions(self.caller),
@@ -338,16 +346,20 @@ class FilesService:
         flt = Filter(must=tuple(must))
         exact = self.store.count(flt) <= self.deps.exact_max_points
         vec = [float(x) for x in qvec]
-        hits = self.store.query_dense(vec, flt, limit, exact=exact)
-        return [_result(h.payload, h.score) for h in hits if h.score >= threshold]
+        cands = rank(self.store, vec, self.deps.bm25.query(query), flt, limit, self.deps.policy,
+                     exact=exact)
+        if threshold is not None:
+            cands = [c for c in cands if c.similarity is not None and c.similarity >= threshold]
+        return [_result(c.payload, c.score, c.similarity) for c in cands]
 
     @staticmethod
-    def _check_search(limit: int, threshold: float) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidArgument("limit must be an integer from 1 to 30", limit=limit)
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise InvalidArgument(f"limit must be from 1 to {MAX_SEARCH_LIMIT}", limit=limit)
-        if not -1.0 <= float(threshold) <= 1.0:
+    def _check_search(limit: int, threshold: float | None) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(
+                f"limit must be a positive integer (at most {MAX_SEARCH_LIMIT} are returned)",
+                limit=limit,
+            )
+        if threshold is not None and not -1.0 <= float(threshold) <= 1.0:
             raise InvalidArgument("threshold is a cosine similarity, from -1 to 1",
                                   threshold=threshold)  # fmt: skip
 
@@ -374,14 +386,25 @@ class FilesService:
         return public(updated, deduped=True)
 
 
-def _result(payload: dict[str, Any], score: float) -> dict[str, Any]:
+def clamp_limit(limit: int) -> tuple[int, str | None]:
+    """(the limit search_files uses, a note saying it was clamped or None)."""
+    if limit > MAX_SEARCH_LIMIT:
+        return MAX_SEARCH_LIMIT, (
+            f"limit {limit} is above the maximum {MAX_SEARCH_LIMIT}: "
+            f"at most {MAX_SEARCH_LIMIT} passages are returned"
+        )
+    return limit, None
+
+
+def _result(payload: dict[str, Any], score: float, similarity: float | None) -> dict[str, Any]:
     return {
         "file_id": payload.get("file_id"),
         "file": payload.get("file_name"),
         "chunk": payload.get("chunk_index"),
         "page": payload.get("page"),
         "page_end": payload.get("page_end"),
-        "similarity": round(float(score), 6),
+        "score": round(float(score), 6),
+        "similarity": None if similarity is None else round(float(similarity), 6),
         "excerpt": payload.get("content", ""),
         "project": payload.get("project"),
     }

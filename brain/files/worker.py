@@ -31,6 +31,7 @@ from brain.files.parsers import ParsedDocument, page_for_offset, parse_document
 from brain.files.retention import Keeper, from_doc, redact_parsed, to_doc
 from brain.files.store import BlobStore, FileRecords, TextStore
 from brain.redact import redact
+from brain.retrieval import looks_like_code
 from brain.vector_store import Filter, Match, Point, VectorStore
 from config import FilesSettings
 
@@ -307,6 +308,7 @@ class FileWorker:
             "page": page,
             "page_end": page_end,
             "content": text,
+            "is_code": looks_like_code(text),  # the fusion's weight reads it
             "content_hash": rec["content_hash"],
             "chunk_hash": hashlib.sha256(text.encode()).hexdigest()[:32],
             "embed_model": self.model_id,

@@ -27,6 +27,7 @@ from brain.limits import MAX_LABEL_CHARS, check_text
 from brain.memory.access import AccessStamps
 from brain.notes import ZK_ID_RE, normalise_zk_id, point_id
 from brain.rerank import Reranker
+from brain.search_policy import SearchPolicy
 from brain.store_meta import StoreMeta
 from brain.vector_store import Filter, Match, VectorStore
 
@@ -46,18 +47,50 @@ class MemoryConfig:
     link_candidates: int
     redact_secrets: bool
     default_project: str
-    fusion: str
-    dense_weight: float
-    code_dense_weight: float | None
+    policy: SearchPolicy  # how searches rank: the same object files and sources get
     pool_long_text: bool
-    rrf_k: int
-    candidates: int
+    session_context: bool  # a note in an open session carries its predecessor as context
     graph_decay: float
     related_decay: float
     rerank_candidates: int
     exact_max_points: int
     user_id: str
     agent_id: str
+
+
+class SessionThreads:
+    """The last note each (user, agent, project) added in its open session: what the next
+    note carries as context when ``session_context`` is on. open_session starts a thread
+    (empty); process memory only, like the session itself."""
+
+    MAX_THREADS = 10_000
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str, str], tuple[str, str]] = {}  # (zk_id, content)
+        self._lock = threading.Lock()
+
+    def begin(self, key: tuple[str, str, str]) -> None:
+        with self._lock:
+            self._last.pop(key, None)
+            if len(self._last) >= self.MAX_THREADS:
+                self._last.pop(next(iter(self._last)))
+            self._last[key] = ("", "")
+
+    def is_open(self, key: tuple[str, str, str]) -> bool:
+        with self._lock:
+            return key in self._last
+
+    def previous(self, key: tuple[str, str, str]) -> tuple[str, str] | None:
+        """(zk_id, content) of the thread's last note; None when no session is open or
+        nothing was added in it yet."""
+        with self._lock:
+            last = self._last.get(key)
+            return last if last and last[0] else None
+
+    def advance(self, key: tuple[str, str, str], zk_id: str, content: str) -> None:
+        with self._lock:
+            if key in self._last:
+                self._last[key] = (zk_id, content)
 
 
 @dataclass(slots=True)
@@ -147,6 +180,7 @@ class NoteCore:
         self.reranker: Reranker | None = None  # set by Brain.open when [rerank] is enabled
         self._write_lock = threading.RLock()
         self.stamps = AccessStamps()
+        self.threads = SessionThreads()
         # Called after a note is durably written: (event, payload). The enrichment queue and
         # the Obsidian mirror subscribe here.
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []

@@ -15,7 +15,8 @@ from brain.limits import MAX_QUERY_CHARS
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
 from brain.memory.filters import RecallFilter, build_filter
 from brain.notes import point_id, public_note
-from brain.retrieval import Candidate, hybrid
+from brain.retrieval import Candidate
+from brain.search_policy import rank
 from brain.vector_store import Filter, Match, scroll_all
 
 
@@ -60,12 +61,7 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
     # same recall, while exact search of a filtered scope cost ~8 ms more at 10k notes.
     reranker = m.reranker
     n = max(limit, m.cfg.rerank_candidates) if reranker is not None else limit
-    cands = hybrid(
-        m.store, qvec, m.bm25.query(query), flt, n,
-        candidates=m.cfg.candidates, method=m.cfg.fusion,
-        dense_weight=m.cfg.dense_weight, rrf_k=m.cfg.rrf_k,
-        code_dense_weight=m.cfg.code_dense_weight,
-    )
+    cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy)
     if reranker is not None and len(cands) > 1:
         scores = reranker.scores(query, [embed_text(c.payload) for c in cands])
         for c, score in zip(cands, scores, strict=True):

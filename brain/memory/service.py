@@ -22,6 +22,7 @@ class MemoryService(NoteCore):
     update = write.update
     apply_fields = write.apply_fields
     distill = write.distill
+    begin_session = write.begin_session
     # filters and reads
     build_filter = filters.build_filter
     search = read.search

@@ -120,6 +120,12 @@ def add(
     for target, relation in links:
         require_enum(relation, RELATIONS, "relation")
         targets.append(m.get_payload(target))
+    thread = session_thread(m, project) if m.cfg.session_context else None
+    previous = m.threads.previous(thread) if thread is not None else None
+    if previous is not None and not (context and context.strip()):
+        context = previous[1]
+    if previous is not None:  # the note before it in its session: its neighbour
+        extra = {**(extra or {}), "thread_prev": previous[0]}
     payload, redacted = new_payload(
         m, content, project, memory_type, note_kind, tags, pinned, visibility, context, extra)
     if not all(tenancy.may_link(payload, t) for t in targets):
@@ -148,8 +154,22 @@ def add(
             linked = _backlink(m, zk_id, payload)
         m.graph.upsert_node(zk_id, payload["title"], project)
         _sync_graph(m, zk_id, payload)
+    if thread is not None:
+        m.threads.advance(thread, zk_id, payload["content"])
     m._emit("added", payload)
     return WriteResult(public_note(payload), redacted, linked)
+
+
+def session_thread(m: NoteCore, project: str | None) -> tuple[str, str, str]:
+    """The caller's session thread in ``project`` (the key of NoteCore.threads)."""
+    ident = m.identity
+    return (ident.user_id, ident.agent_id, check_project(project or m.cfg.default_project))
+
+
+def begin_session(m: NoteCore, project: str) -> None:
+    """open_session: the caller's next note in ``project`` starts a new thread."""
+    if m.cfg.session_context:
+        m.threads.begin(session_thread(m, project))
 
 
 def _unused_id(m: NoteCore) -> str:

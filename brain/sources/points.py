@@ -13,6 +13,7 @@ from typing import Any
 
 from brain import tenancy
 from brain.bm25 import BM25Encoder
+from brain.retrieval import looks_like_code
 from brain.sources.categories import manifest_fields, parse_frontmatter
 from brain.sources.registry import FileState, SourceRecord
 from brain.sources.walker import MAX_INDEXED_CHARS, FileEntry
@@ -138,6 +139,7 @@ def points_of(
             **base,
             "kind": "chunk",
             "content": p.text,
+            "is_code": looks_like_code(p.text),  # the fusion's weight reads it
             "chunk_hash": p.hash,
             "chunk_index": p.index,
             "line_start": p.line_start,
@@ -160,6 +162,7 @@ def points_of(
         **base,
         "kind": "file",
         "content": head,
+        "is_code": looks_like_code(head),
         "text_len": len(w.text),
         "n_chunks": n,
         "truncated": len(w.text) > HEAD_CHARS,

@@ -17,6 +17,7 @@ from typing import Any
 from brain.clock import Clock, iso
 from brain.errors import Forbidden
 from brain.paths import LOCAL, PathPolicy
+from brain.search_policy import SearchPolicy
 from brain.sources.arguments import parse_ts
 from brain.sources.filters import SourceFilter
 from brain.sources.indexer import SOURCE_KINDS, Indexer
@@ -42,8 +43,7 @@ class SourcesConfig:
     embed_batch: int
     grep_timeout_s: float
     exact_max_points: int  # [retrieval]: how fs_search ranks
-    rrf_k: int
-    candidates: int
+    policy: SearchPolicy  # [retrieval]: the ranking every search shares
 
 
 class SyncScheduler:

@@ -1,7 +1,9 @@
 """fs_search: three ways to search the files of sources.
 
-- ``semantic``: hybrid dense + BM25 (RRF) over chunk and file points; a scope of at most
-  ``exact_max_points`` points is searched exactly instead of through the HNSW index.
+- ``semantic``: hybrid dense + BM25 over chunk and file points, ranked by the one search
+  policy (brain/search_policy.py, the same as search_memory and search_files), one row per
+  file: its best chunk. A scope of at most ``exact_max_points`` points is searched exactly
+  instead of through the HNSW index.
 - ``filter``: metadata (category, tags, path glob, date ranges) plus an optional keyword
   query ranked by term frequency over the file's chunks, one result per file. No embedding:
   the BM25 leg proposes candidates, term frequency counted here ranks them.
@@ -23,7 +25,7 @@ from brain.bm25 import BM25Encoder
 from brain.embedder import Embedder
 from brain.errors import InvalidArgument
 from brain.identity import Identity
-from brain.retrieval import hybrid
+from brain.search_policy import SearchPolicy, rank
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import grep
 from brain.sources.registry import Registry, SourceRecord
@@ -76,10 +78,9 @@ class SearchDeps:
     embedder: Embedder
     bm25: BM25Encoder
     registry: Registry
-    exact_max_points: int = 20_000
-    rrf_k: int = 60
-    candidates: int = 50
-    grep_timeout_s: float = 10.0
+    policy: SearchPolicy
+    exact_max_points: int
+    grep_timeout_s: float
 
 
 def store_filter(scope: Scope, kinds: Sequence[str] = ("file", "chunk")) -> Filter | None:
@@ -167,35 +168,26 @@ def semantic(deps: SearchDeps, scope: Scope, query: str, limit: int) -> list[dic
         return []
     exact = deps.store.count(flt) <= deps.exact_max_points
     qvec = deps.embedder.embed_query(query).tolist()
-    n = max(limit * 3, deps.candidates)
-    cands = hybrid(
-        deps.store,
-        qvec,
-        deps.bm25.query(query),
-        flt,
-        n,
-        candidates=n,
-        method="rrf",
-        rrf_k=deps.rrf_k,
-        exact=exact,
-    )
+    # A glob too wide to list in the store filter is checked on each row: fetch more then.
+    n = limit if scope.path_glob is None or flt is not base else limit * 3
+    cands = rank(deps.store, qvec, deps.bm25.query(query), flt, n, deps.policy, exact=exact,
+                 group=_file_key)
     names = {s.id: s.name for s in scope.sources}
     terms = _terms(query)
     out: list[dict[str, Any]] = []
-    seen_chunk_files: set[tuple[str, str]] = set()
     for c in cands:
-        p = c.payload
-        key = (str(p.get("source_id")), str(p.get("path")))
-        if not scope.glob_ok(key[1]):
+        if not scope.glob_ok(str(c.payload.get("path"))):
             continue
-        if p.get("kind") == "file" and key in seen_chunk_files:
-            continue  # a chunk of this file already ranks higher and says more
-        if p.get("kind") == "chunk":
-            seen_chunk_files.add(key)
-        out.append(_result(p, c.score, terms, names))
+        out.append(_result(c.payload, c.score, terms, names))
         if len(out) >= limit:
             break
     return out
+
+
+def _file_key(payload: dict[str, Any]) -> tuple[str, str]:
+    """fs_search semantic returns one row per file: the file's point and its chunks share
+    this key, so only the best-ranked of them is kept."""
+    return (str(payload.get("source_id")), str(payload.get("path")))
 
 
 def filter_mode(

@@ -444,9 +444,8 @@ class SourcesService:
             self.deps.embedder,
             self.deps.bm25,
             self.registry,
+            c.policy,
             c.exact_max_points,
-            c.rrf_k,
-            c.candidates,
             c.grep_timeout_s,
         )
 

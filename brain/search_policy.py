@@ -1,0 +1,87 @@
+"""The one retrieval policy of every search: search_memory, search_files and fs_search
+(semantic) all rank through :func:`rank`, with the same :class:`SearchPolicy`.
+
+A policy is the ``[retrieval]`` settings app.py hands each service (config.py is the one
+place their defaults live): the fusion of the dense and BM25 legs (brain/retrieval.py),
+its weights, the candidates per leg, and the relative floor.
+
+The floor is relative, never absolute: a hit is dropped only when its fused score is below
+``relative_floor`` times the best hit's score. The best match of a search is therefore
+always returned, however loosely the query is worded (a fixed cosine threshold hid a
+one-chunk runbook whose best paraphrase scored 0.35). ``relative_floor = 0`` (default)
+drops nothing.
+
+``group`` (fs_search): one row per key (a file), the best-ranked candidate of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from brain.retrieval import Candidate, hybrid
+from brain.vector_store import Filter, SparseVector, VectorStore
+
+# A grouped search reads this many times the rows asked for, so a file whose chunks fill
+# the top still leaves room for other files.
+GROUP_OVERFETCH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPolicy:
+    """How every search ranks ([retrieval] settings; built in app.py)."""
+
+    fusion: str
+    dense_weight: float
+    code_dense_weight: float | None
+    rrf_k: int
+    candidates: int
+    relative_floor: float
+    neighbour_weight: float  # a note's score gains this share of its session neighbour's
+
+    def describe(self) -> str:
+        return f"{self.fusion} fusion, relative floor {self.relative_floor:g}"
+
+
+def rank(
+    store: VectorStore,
+    dense_vec: Sequence[float],
+    sparse_vec: SparseVector,
+    flt: Filter | None,
+    limit: int,
+    policy: SearchPolicy,
+    *,
+    exact: bool = False,
+    group: Callable[[dict[str, Any]], Any] | None = None,
+) -> list[Candidate]:
+    """The best ``limit`` candidates for one query under ``policy``: the fused ranking of
+    both legs, one per ``group`` key when given, without those under the relative floor."""
+    n = limit * GROUP_OVERFETCH if group is not None else limit
+    cands = hybrid(
+        store, dense_vec, sparse_vec, flt, n,
+        candidates=max(policy.candidates, n), method=policy.fusion,
+        dense_weight=policy.dense_weight, rrf_k=policy.rrf_k, exact=exact,
+        code_dense_weight=policy.code_dense_weight, neighbour_weight=policy.neighbour_weight,
+    )  # fmt: skip
+    if group is not None:
+        seen: set[Any] = set()
+        kept = []
+        for c in cands:
+            key = group(c.payload)
+            if key not in seen:
+                seen.add(key)
+                kept.append(c)
+        cands = kept
+    return floor(cands, policy.relative_floor)[:limit]
+
+
+def floor(cands: list[Candidate], relative_floor: float) -> list[Candidate]:
+    """``cands`` (best first) without those scoring below ``relative_floor`` x the best;
+    the best is always kept."""
+    if not cands or relative_floor <= 0:
+        return cands
+    top = cands[0].score
+    if top <= 0:
+        return cands
+    return [cands[0], *(c for c in cands[1:] if c.score >= relative_floor * top)]
