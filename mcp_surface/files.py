@@ -36,7 +36,8 @@ def register(mcp: Any, call: Any) -> None:
     async def search_files(
         query: Annotated[Query, Field(description="What to look for, in words")],
         limit: Annotated[int, Field(
-            ge=1, description=f"How many passages to return (above {MAX_SEARCH_LIMIT}: clamped)"
+            ge=1, le=10_000,
+            description=f"How many passages to return (above {MAX_SEARCH_LIMIT}: clamped)"
         )] = 10,
         file_name: Annotated[OptFileName, Field(description="Only this exact file name")] = None,
         threshold: Annotated[Similarity | None, Field(

@@ -62,7 +62,8 @@ def _build(settings: Settings, n: int) -> list[str]:
 
 
 def _shard(home: Path) -> Path:
-    (shard,) = (home / "store").iterdir()
+    # The shard's directory; its sibling <shard>.lock file keeps a second process out.
+    (shard,) = [p for p in (home / "store").iterdir() if p.is_dir()]
     return shard
 
 
