@@ -210,7 +210,7 @@ def create_server(
                 out["files"] = b.files.search_with_vector(
                     qvec, query, limit=min(top_k, 30), threshold=files_threshold)
             out = with_answer(out, b.settings.memory.relevance_band)
-            return present(out, detail, b.settings.memory.snippet_chars)
+            return present(out, detail, b.settings.memory.snippet_chars, query=query)
 
         return await call(run)
 

@@ -309,4 +309,32 @@ def tokens_section(t: dict[str, Any]) -> list[str]:
         f"{t['token_ratio_mean']:g}x on average; the same hits in the same order on "
         f"{t['same_hits_share']:.1%} of the questions.",
         "",
+        *band_section(t.get("band")),
     ]
+
+
+def band_section(band: dict[str, Any] | None) -> list[str]:
+    """The relevance band (answer: single | many) on the LoCoMo halves."""
+    if not band:
+        return []
+    out = [
+        "### Relevance band",
+        "",
+        "How often search_memory (top 5) answers \"single\" and how often that single hit is a "
+        "gold turn, per band (the second hit scores at most (1 - band) of the top). The band "
+        f"is chosen on dev: the smallest whose singles are right at least "
+        f"{band['precision_goal']:.0%} of the time; test reports it.",
+        "",
+        "| band | dev single share | dev single right | test single share | test single right |",
+        "|---|---|---|---|---|",
+    ]
+    for b, row in band["rows"].items():
+        dev, test = row["dev"], row["test"]
+        mark = " (chosen)" if float(b) == band["chosen"] else ""
+
+        def pct(x: float | None) -> str:
+            return "-" if x is None else f"{x:.3f}"
+
+        out.append(f"| {b}{mark} | {dev['single_share']:.3f} | {pct(dev['single_right'])} | "
+                   f"{test['single_share']:.3f} | {pct(test['single_right'])} |")
+    return [*out, ""]

@@ -10,6 +10,7 @@ whole note. The LoCoMo token measurement (``python -m bench --only tokens``) com
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 Detail = Literal["compact", "full"]
@@ -89,15 +90,43 @@ def compact_note(note: dict[str, Any], snippet_chars: int) -> dict[str, Any]:
     return out
 
 
-def present(page: dict[str, Any], detail: Detail, snippet_chars: int) -> dict[str, Any]:
-    """A result page in the requested detail: its note lists compacted, the rest as is."""
+def snippet_around(text: str, query: str, limit: int) -> str:
+    """About ``limit`` characters of ``text`` around the first query word found in it (the
+    start when none is), marked with "…" where cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    lower = text.lower()
+    found = [i for w in re.findall(r"\w{3,}", query.lower()) if (i := lower.find(w)) >= 0]
+    at = min(found) if found else 0
+    start = max(0, min(at - limit // 3, len(text) - limit))
+    cut = text[start:start + limit].strip()
+    return ("…" if start else "") + cut + ("…" if start + limit < len(text) else "")
+
+
+def compact_passage(hit: dict[str, Any], snippet_chars: int, query: str = "") -> dict[str, Any]:
+    """A document passage (search_files, include_files) with its excerpt cut to a snippet
+    around the query's words."""
+    if not isinstance(hit.get("excerpt"), str):
+        return hit
+    return {**hit, "excerpt": snippet_around(hit["excerpt"], query, snippet_chars)}
+
+
+def present(page: dict[str, Any], detail: Detail, snippet_chars: int,
+            passages: bool = False, query: str = "") -> dict[str, Any]:
+    """A result page in the requested detail: its note lists (or, with ``passages``, its
+    document passages) compacted, the rest as is. ``files`` (include_files) are passages."""
     if detail == "full":
         return page
     out = dict(page)
     for key in _NESTED:
-        notes = page.get(key)
-        if isinstance(notes, list):
-            out[key] = [compact_note(n, snippet_chars) if isinstance(n, dict) else n
-                        for n in notes]
+        items = page.get(key)
+        if isinstance(items, list):
+            out[key] = [(compact_passage(n, snippet_chars, query) if passages
+                         else compact_note(n, snippet_chars)) if isinstance(n, dict) else n
+                         for n in items]
+    if isinstance(page.get("files"), list):
+        out["files"] = [compact_passage(f, snippet_chars, query) if isinstance(f, dict) else f
+                        for f in page["files"]]
     out["detail"] = "compact"
     return out

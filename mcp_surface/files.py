@@ -8,7 +8,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
-from mcp_surface.args import Id, OptFileName, OptProject, PathArg, Query, Similarity
+from brain.presentation import present
+from mcp_surface.args import Detail, Id, OptFileName, OptProject, PathArg, Query, Similarity
 
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
@@ -43,19 +44,26 @@ def register(mcp: Any, call: Any) -> None:
         threshold: Annotated[Similarity | None, Field(
             description="Optional minimum cosine similarity of a passage (default: none)"
         )] = None,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Search uploaded documents by meaning and keywords (hybrid dense + BM25, the same
         ranking as search_memory and fs_search): passages of ready files, best first, each
         with file, chunk index, page (PDFs), score, similarity and the passage text to quote.
         The best match is always returned; weaker ones are dropped only below the relative
         floor (retrieval.relative_floor x the best score; 0 = none). A limit above
-        the maximum is clamped and the result says so in 'note'."""
+        the maximum is clamped and the result says so in 'note'. Excerpts are cut to a
+        snippet (memory.snippet_chars) unless detail="full"."""
         used, note = clamp_limit(limit)
-        hits = await call(lambda b: b.files.search(query, used, file_name, threshold))
-        out: dict[str, Any] = {"results": hits, "count": len(hits)}
-        if note:
-            out["limit"], out["note"] = used, note
-        return out
+
+        def run(b: Any) -> dict[str, Any]:
+            hits = b.files.search(query, used, file_name, threshold)
+            out: dict[str, Any] = {"results": hits, "count": len(hits)}
+            if note:
+                out["limit"], out["note"] = used, note
+            return present(out, detail, b.settings.memory.snippet_chars, passages=True,
+                           query=query)
+
+        return await call(run)
 
     @mcp.tool(annotations=PURE_READ)
     async def list_files(

@@ -96,3 +96,14 @@ async def test_search_pages_say_single_or_many(brain: Brain, client) -> None:  #
     assert one.structured_content["answer"] == expected
     deep = (await client.call_tool("deep_search", {"query": "zebra kettle"})).structured_content
     assert deep["answer"] in ("single", "many")
+
+
+def test_a_passage_snippet_sits_around_the_query() -> None:
+    from brain.presentation import compact_passage
+
+    text = "filler words here. " * 40 + "The zebra kettle protocol keeps caches warm. " + \
+        "more filler. " * 40
+    hit = compact_passage({"file": "a.md", "excerpt": text, "score": 0.5}, 120, "zebra kettle")
+    assert "zebra kettle" in hit["excerpt"] and len(hit["excerpt"]) <= 122
+    assert hit["excerpt"].startswith("…") and hit["excerpt"].endswith("…")
+    assert compact_passage({"excerpt": "short"}, 120, "x")["excerpt"] == "short"
