@@ -9,6 +9,7 @@ created private, and it tightens whatever an older version left readable.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -35,6 +36,17 @@ def secure_home(home: Path) -> None:
     for dirpath, dirnames, filenames in os.walk(home):  # symlinks are not followed
         for name in (*dirnames, *filenames):
             _tighten(Path(dirpath, name))
+
+
+def fsync_dir(path: Path | str) -> None:
+    """Make a rename or a new entry in folder ``path`` durable (fsync the folder). A
+    filesystem that cannot fsync a folder is let be."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def private_file(path: Path | str) -> None:

@@ -18,7 +18,6 @@ BASELINE_MISSING rather than restoring a secret from the journal).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -28,6 +27,8 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from brain.private import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +64,6 @@ def new_change_id() -> str:
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):  # not every filesystem lets a folder be fsynced
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 class ChangeJournal:
@@ -129,7 +121,7 @@ class ChangeJournal:
             fh.flush()
             os.fsync(fh.fileno())
         if new:
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
 
     # -- changes ---------------------------------------------------------------------------
     def record(self, change: Change) -> Change:
@@ -172,7 +164,7 @@ class ChangeJournal:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return sha
 
     def blob(self, sha: str | None) -> bytes | None:

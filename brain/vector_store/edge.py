@@ -36,6 +36,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from brain.errors import StoreError, StoreLocked
+from brain.private import fsync_dir
 from brain.vector_store.base import (
     BOOL_FIELDS,
     DENSE,
@@ -195,14 +196,6 @@ class OptimizeAborted(StoreError):
     code = "OPTIMIZE_ABORTED"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class _SwapLock:
     """Many readers, or the one swap: reads never wait on each other, only on a swap."""
 
@@ -302,9 +295,9 @@ class EdgeStore:
             # The swap did not finish: the old shard holds every acknowledged write.
             if self.path.exists():
                 self.path.rename(trash)
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
             aside.rename(self.path)
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
             done.append("rolled back an interrupted optimization")
         for leftover in (trash, work):
             if leftover.exists():
@@ -504,9 +497,9 @@ class EdgeStore:
         new: qe.EdgeShard | None = None
         try:
             os.rename(self.path, aside)
-            _fsync_dir(parent)
+            fsync_dir(parent)
             os.rename(work, self.path)
-            _fsync_dir(parent)
+            fsync_dir(parent)
             new = qe.EdgeShard.load(str(self.path))
             # In the new WAL now, as durable as any write (no flush: it costs ~0.5 s here).
             _replay(new, recorded)
@@ -519,7 +512,7 @@ class EdgeStore:
         self._shard = new
         trash = self._sibling(".trash")
         os.rename(aside, trash)
-        _fsync_dir(parent)
+        fsync_dir(parent)
         shutil.rmtree(trash, ignore_errors=True)
 
     def _require(self) -> qe.EdgeShard:
