@@ -125,7 +125,7 @@ class MemorySettings(_Section):
     )
     default_project: str = Field("general", description="Project used when a call names none")
     relevance_band: float = Field(
-        0.5, gt=0, lt=1,
+        0.4, gt=0, lt=1,
         description="A search answers 'single' when its second hit scores at most (1 - this) "
                     "of the top hit's fused score, else 'many'",
     )

@@ -195,8 +195,8 @@ def create_server(
         match is always returned; weaker ones are dropped only below the relative floor
         (retrieval.relative_floor x the best score; 0 = none), the same ranking as
         search_files and fs_search. ``answer`` is "single" when the top hit stands clear of
-        the rest (the second scores at most half of it: BRAIN__MEMORY__RELEVANCE_BAND), else
-        "many". Hits are compact (id, title, score, snippet, tags, link count): get_note reads
+        the rest (the second scores at most 60% of it: BRAIN__MEMORY__RELEVANCE_BAND, chosen on
+        the LoCoMo dev half), else "many". Hits are compact (id, title, score, snippet, tags, link count): get_note reads
         one whole, detail="full" returns every note whole."""
 
         args = locals()

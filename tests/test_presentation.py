@@ -92,7 +92,8 @@ async def test_search_pages_say_single_or_many(brain: Brain, client) -> None:  #
     one = (await client.call_tool("search_memory", {"query": "zebra kettle protocol"}))
     assert one.structured_content["answer"] in ("single", "many")
     scores = [h["score"] for h in one.structured_content["results"]]
-    expected = "single" if len(scores) == 1 or scores[1] <= 0.5 * scores[0] else "many"
+    band = brain.settings.memory.relevance_band
+    expected = "single" if len(scores) == 1 or scores[1] <= (1 - band) * scores[0] else "many"
     assert one.structured_content["answer"] == expected
     deep = (await client.call_tool("deep_search", {"query": "zebra kettle"})).structured_content
     assert deep["answer"] in ("single", "many")
