@@ -163,7 +163,7 @@ for _ in range(14):
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
-fsync = edge._fsync_dir
+fsync = edge.fsync_dir
 def fsync_then_maybe_die(p):
     fsync(p)
     aside, live = store.aside_path.exists(), path.exists()
@@ -171,7 +171,7 @@ def fsync_then_maybe_die(p):
         die()
     if stage == "renamed_in" and aside and live:
         die()
-edge._fsync_dir = fsync_then_maybe_die
+edge.fsync_dir = fsync_then_maybe_die
 
 during = []
 def writer():
