@@ -84,3 +84,22 @@ def test_a_malformed_extra_line_imports_nothing(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="not a valid source record"):
             b.maintenance.import_jsonl(export)
         assert b.memory.stats()["notes"] == 0
+
+
+def test_imported_document_text_is_redacted_again(tmp_path: Path) -> None:
+    """An export from an older brain (or edited by hand) may hold a secret in a document's
+    text: the import keeps it redacted, and keeps no raw bytes unless this home keeps them."""
+    import base64
+
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    rec = {"id": "f-imported01", "user_id": "default", "agent_id": "default",
+           "visibility": "shared", "dedupe_scope": "", "file_name": "notes.md",
+           "file_size": 40, "content_hash": "c" * 64, "storage_path": "", "project": "general",
+           "status": "ready", "generation": 1, "created_at": "2026-12-01T00:00:00Z",
+           "updated_at": "2026-12-01T00:00:00Z"}
+    with _brain(tmp_path / "b") as b:
+        assert b.files.restore(rec, {"text": f"deploy token {secret} here", "pages": []},
+                               base64.b64decode(base64.b64encode(b"raw " + secret.encode())))
+        kept = json.dumps(b.files.texts.get("f-imported01"))
+        assert secret not in kept and "deploy token" in kept
+        assert not b.files.blobs.has(b.files.records.get("f-imported01")["storage_path"])

@@ -41,6 +41,7 @@ from brain.files.worker import FileWorker, chunk_point_id, chunks_of
 from brain.identity import Identity
 from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.paths import PathPolicy
+from brain.redact import redact_tree
 from brain.search_policy import SearchPolicy, rank
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
 from brain.vector_store import Filter, Match, Point, VectorStore, scroll_all
@@ -262,6 +263,10 @@ class FilesService:
         text and kept bytes, replacing one of the same id; indexed again by the worker.
         False when this home already holds the same bytes for the same owner."""
         generation = int(rec.get("generation") or 1)
+        # An export is outside input: its text is redacted again, and raw bytes are kept
+        # only where this home keeps raw uploads (files.keep_raw), as for an upload.
+        text = redact_tree(text) if text is not None else None
+        raw = raw if self.cfg.keep_raw else None
         with self._write_lock:
             if self.records.get(rec["id"]) is not None:
                 self.records.delete(rec["id"])
