@@ -1,8 +1,10 @@
 """Mistake memory: failures, their fixes, and a preflight check before similar work.
 
 ``record_failure`` keeps one fleeting ``mistake`` note per (project, failure_signature): the
-same signature again appends the new detail and counts an occurrence instead of writing a
-duplicate. ``record_resolution`` stores a permanent ``fix`` note linked ``fixes`` to the
+same signature again counts an occurrence instead of writing a duplicate. The note keeps the
+first occurrence and the latest different one (those between are elided), so a failure that
+recurs a hundred times costs what one costs: an identical repeat only counts (no re-embed),
+a changed one re-embeds a note of at most two occurrences. ``record_resolution`` stores a permanent ``fix`` note linked ``fixes`` to the
 failure and promotes (distills) the failure to permanent. ``preflight_check`` finds past
 mistakes, fixes and patterns relevant to a task, each mistake with its fixes attached.
 Every write goes through ``MemoryService.add`` / ``update`` so secrets are redacted; the
@@ -25,6 +27,7 @@ from brain.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
 ELIDED = "\n\n[... earlier occurrences elided ...]"
+_SECTION = "\n\n--- occurrence"
 
 
 def _signature(value: str) -> str:
@@ -43,17 +46,23 @@ def _signature(value: str) -> str:
     return value
 
 
+def _sections(content: str) -> tuple[str, str]:
+    """(first occurrence, latest occurrence's detail) of a mistake note's content."""
+    first = content.split(_SECTION, 1)[0].removesuffix(ELIDED)
+    if _SECTION not in content:
+        return first, first
+    return first, content.rsplit(_SECTION, 1)[1].split("---\n", 1)[-1]
+
+
 def _append(content: str, detail: str, header: str, cap: int) -> str:
-    """content + a new occurrence section, eliding middle occurrences to stay within cap."""
-    section = f"\n\n--- {header} ---\n{detail}"
-    combined = content + section
-    if len(combined) <= cap:
-        return combined
-    head_room = cap - len(section) - len(ELIDED)
+    """The first occurrence + the new one (the ones between elided), within cap."""
+    first, _ = _sections(content)
+    middle = ELIDED if _SECTION in content else ""
+    section = f"{_SECTION} {header.removeprefix('occurrence ')} ---\n{detail}"
+    head_room = cap - len(section) - len(middle)
     if head_room <= 0:
         return detail[:cap]
-    first = content.split("\n\n--- occurrence", 1)[0]
-    return first[:head_room] + ELIDED + section
+    return first[:head_room] + middle + section
 
 
 class MistakeService:
@@ -121,20 +130,22 @@ class MistakeService:
                     "redacted": sorted(set(kinds) | set(res.redacted)),
                 }
             n = int(existing.get("occurrences") or 1) + 1
-            merged = _append(
-                existing["content"],
-                detail,
-                f"occurrence {n} at {now}",
-                self.memory.cfg.max_content_chars,
-            )
-            res = self.memory.update(existing["zk_id"], merged)
-            self.memory.set_state(existing["zk_id"], occurrences=n, last_seen=now)
+            if " ".join(_sections(existing["content"])[1].split()) == " ".join(detail.split()):
+                # The same failure again: count it; the text (and its vectors) stand.
+                state = self.memory.set_state(existing["zk_id"], occurrences=n, last_seen=now)
+                note, redacted = public_note(state), ()
+            else:
+                merged = _append(existing["content"], detail, f"occurrence {n} at {now}",
+                                 self.memory.cfg.max_content_chars)
+                res = self.memory.update(existing["zk_id"], merged)
+                self.memory.set_state(existing["zk_id"], occurrences=n, last_seen=now)
+                note, redacted = res.note, res.redacted
         return {
-            "note": {**res.note, "occurrences": n},
+            "note": {**note, "occurrences": n},
             "occurrences": n,
             "duplicate": True,
             "recurred_after_fix": bool(existing.get("resolved")),
-            "redacted": sorted(set(kinds) | set(res.redacted)),
+            "redacted": sorted(set(kinds) | set(redacted)),
         }
 
     def record_resolution(

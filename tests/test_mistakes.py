@@ -170,3 +170,27 @@ async def test_preflight_check_attaches_fixes(brain: Brain, client) -> None:  # 
     assert all(n["project"] == "shop" for n in out["mistakes"] + out["fixes"] + out["patterns"])
     with pytest.raises(ToolError):
         await client.call_tool("preflight_check", {"task": "x", "top_k": 0})
+
+
+async def test_recurring_failure_stays_bounded_and_identical_repeats_only_count(
+    brain: Brain, client  # noqa: ANN001
+) -> None:
+    """A failure that recurs keeps its first and latest occurrence (not every one), and the
+    same failure again only counts: its text and vectors stand (no re-embed)."""
+    args = {"project": "shop", "failure_signature": "make:build:linker"}
+    await call(client, "record_failure", content="ld: undefined reference to foo_init", **args)
+    await call(client, "record_failure", content="ld: undefined reference to bar_v2", **args)
+    third = await call(client, "record_failure", content="ld: undefined reference to baz_x", **args)
+    zk = third["note"]["zk_id"]
+    before = brain.memory.get_payload(zk)
+    content = before["content"]
+    assert "foo_init" in content and "baz_x" in content and "bar_v2" not in content
+    assert "earlier occurrences elided" in content and third["occurrences"] == 3
+    brain.clock.advance(hours=1)
+    for n in (4, 5, 6):  # the latest failure again, with other whitespace
+        again = await call(client, "record_failure",
+                           content="ld:  undefined reference to baz_x\n", **args)
+        assert again["duplicate"] is True and again["occurrences"] == n
+    after = brain.memory.get_payload(zk)
+    assert after["content"] == content and after["updated"] == before["updated"]
+    assert after["occurrences"] == 6 and after["last_seen"] != before["last_seen"]

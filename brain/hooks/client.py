@@ -14,13 +14,13 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 
 # typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Iterator
     from typing import Any
 
@@ -142,6 +142,8 @@ class Owner:
         self._next = 0
 
     def _connect(self) -> socket.socket:
+        import socket  # only a run that calls the owner pays for it
+
         try:
             info = json.loads((self.home / "owner.json").read_text(encoding="utf-8"))
             token = (self.home / "owner.token").read_text(encoding="utf-8").strip()

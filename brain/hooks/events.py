@@ -19,7 +19,10 @@ import re
 import time
 from pathlib import Path
 
-from brain.hooks import client, shape, summary
+from brain.hooks import client
+
+# shape (shlex + its patterns) and summary are imported by the handlers that use them: most
+# hook runs (a file read, a prompt) need neither, and each costs a hook's start a few ms.
 
 # typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
 TYPE_CHECKING = False
@@ -79,6 +82,8 @@ def handle(event: str, payload: dict[str, Any], ctx: Context) -> str:
 
 # ------------------------------------------------------------------------------ recall
 def session_start(payload: dict[str, Any], project: str, ctx: Context) -> str:
+    from brain.hooks import summary
+
     try:
         opened = ctx.owner.call("open_session", {"project": project})
     except client.NoOwner:
@@ -98,6 +103,8 @@ def session_start(payload: dict[str, Any], project: str, ctx: Context) -> str:
 def deferred_briefing(payload: dict[str, Any], project: str, ctx: Context) -> str:
     """The session-start briefing, at the first prompt of a session that started before
     its brain was up."""
+    from brain.hooks import summary
+
     session = str(payload.get("session_id") or "")
     with client.state(ctx.home) as st:
         if session not in (st.get("unbriefed") or {}):
@@ -112,6 +119,8 @@ def deferred_briefing(payload: dict[str, Any], project: str, ctx: Context) -> st
 
 
 def user_prompt(payload: dict[str, Any], project: str, ctx: Context) -> str:
+    from brain.hooks import summary
+
     prompt = str(payload.get("prompt") or "").strip()
     if len(prompt.split()) < 3 or prompt.startswith("/"):
         return ""  # "yes", "go on", slash commands: nothing to look up
@@ -131,6 +140,7 @@ def _command_result(payload: dict[str, Any]) -> tuple[str, str, int | None, bool
     """``(command, output, exit code, failed)`` of a shell tool call, or None."""
     if payload.get("tool_name") not in SHELL_TOOLS:
         return None
+    from brain.hooks import shape
     tool_input = payload.get("tool_input") or {}
     command = str(tool_input.get("command") or "").strip() if isinstance(tool_input, dict) else ""
     if not command:
@@ -155,6 +165,7 @@ def post_tool(payload: dict[str, Any], project: str, ctx: Context) -> None:
     res = _command_result(payload)
     if res is None:
         return
+    from brain.hooks import shape
     command, output, code, failed = res
     sh, err, sig = shape.signature(command, output, code)
     key = f"{project}\x1f{sh}"
@@ -217,6 +228,8 @@ def _maybe_resolve(project: str, ctx: Context, key: str, command: str) -> None:
 
 # ------------------------------------------------------------------------------ handoff
 def close(event: str, payload: dict[str, Any], project: str, ctx: Context) -> None:
+    from brain.hooks import summary
+
     session = str(payload.get("session_id") or "")
     records = summary.load_transcript(payload)
     with client.state(ctx.home) as st:
