@@ -130,10 +130,11 @@ class MistakeService:
                     "redacted": sorted(set(kinds) | set(res.redacted)),
                 }
             n = int(existing.get("occurrences") or 1) + 1
+            redacted: tuple[str, ...] = ()
             if " ".join(_sections(existing["content"])[1].split()) == " ".join(detail.split()):
                 # The same failure again: count it; the text (and its vectors) stand.
                 state = self.memory.set_state(existing["zk_id"], occurrences=n, last_seen=now)
-                note, redacted = public_note(state), ()
+                note = public_note(state)
             else:
                 merged = _append(existing["content"], detail, f"occurrence {n} at {now}",
                                  self.memory.cfg.max_content_chars)
