@@ -378,3 +378,17 @@ def test_parse_questions_is_defensive() -> None:
     assert parse_questions('{"questions": {"a": 1}}', 3, 200) == []
     assert parse_questions(None, 3, 200) == []
     assert parse_questions('{"question": "Only one?"}', 3, 200) == ["Only one?"]
+
+
+def test_a_lingering_question_of_a_forgotten_note_never_surfaces(
+    open_brain: Callable[..., Brain],
+) -> None:
+    b = open_brain()
+    zk = _add(b, NUMPY)
+    assert b.agentic.drain(20)
+    kept = b.store.retrieve([hype.hype_point_id(zk, 0)], with_vectors=True)
+    b.memory.forget(zk)
+    b.store.upsert(kept)  # as if the drop had been lost: the search filter still holds
+    assert _questions(b, zk) != []
+    assert _strong(b, NUMPY_Q[0]) == []
+    assert b.health.scan(everyone=True)["findings"]["orphan_hype"]["count"] == 1
