@@ -392,3 +392,17 @@ def test_a_lingering_question_of_a_forgotten_note_never_surfaces(
     assert _questions(b, zk) != []
     assert _strong(b, NUMPY_Q[0]) == []
     assert b.health.scan(everyone=True)["findings"]["orphan_hype"]["count"] == 1
+
+
+def test_the_bench_report_states_what_was_not_measured() -> None:
+    from bench.hype import NOTE, echo_questions
+    from bench.report import hype_section
+
+    note = '(1:56 pm on 8 May, 2023) Caroline said, "I went to a LGBTQ support group. It was great!"'
+    assert echo_questions(note) == [
+        "What did Caroline say about: I went to a LGBTQ support group?",
+        "What did Caroline say about: It was great?"]
+    row = {"recall": {"any@1": 0.1, "any@5": 0.2, "any@10": 0.3, "n": 5}, "search_ms_mean": 1.0}
+    text = "\n".join(hype_section({"note": NOTE, "split": "dev", "conversations": 1, "notes": 2,
+                                   "questions": 5, "per_note": 3, "rows": {"no HyPE": row}}))
+    assert "No quality figure is possible" in text and "| no HyPE | 0.100 |" in text
