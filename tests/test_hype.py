@@ -406,3 +406,19 @@ def test_the_bench_report_states_what_was_not_measured() -> None:
     text = "\n".join(hype_section({"note": NOTE, "split": "dev", "conversations": 1, "notes": 2,
                                    "questions": 5, "per_note": 3, "rows": {"no HyPE": row}}))
     assert "No quality figure is possible" in text and "| no HyPE | 0.100 |" in text
+
+
+def test_the_start_sweep_rewrites_questions_an_offline_update_dropped(
+    open_brain: Callable[..., Brain], home: Path, fake: FakeLLM,
+) -> None:
+    b = open_brain()
+    zk = _add(b, NUMPY)
+    assert b.agentic.drain(20)
+    b.close()
+    offline = open_brain(base_url="")  # no model: the update drops, nothing rewrites
+    offline.memory.update(zk, NEW_NUMPY)
+    assert _questions(offline, zk) == []
+    offline.close()
+    again = open_brain()
+    assert again.agentic.drain(20)
+    assert [q["question"] for q in _questions(again, zk)] == NEW_NUMPY_Q

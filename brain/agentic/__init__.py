@@ -196,8 +196,10 @@ class AgenticService:
         return self._backfill_hype()
 
     def _backfill_hype(self) -> int:
-        """Queue HyPE for each live permanent note without question points that never had
-        a HyPE job (written while no model was configured, imported, or from before HyPE)."""
+        """Queue HyPE for each live permanent note without question points and without an
+        open or failed HyPE job: written or updated while no model was configured, imported,
+        or from before HyPE. (A finished job leaves points unless a later change dropped
+        them; a failed one is not retried by the sweep.)"""
         assert self.queue is not None
         if not self.hype.enabled:
             return 0
@@ -207,7 +209,7 @@ class AgenticService:
             return 0
         have = {str(p.payload.get("parent_id"))
                 for p in scroll_all(self.store, Filter(must=(Match("kind", hype.HYPE),)))}
-        tried = self.queue.with_jobs([z for z in live if z not in have], HYPE_JOB)
+        tried = self.queue.open_or_failed([z for z in live if z not in have], HYPE_JOB)
         missing = [z for z in live if z not in have and z not in tried]
         for zk_id in missing:
             self.queue.enqueue(zk_id, HYPE_JOB)

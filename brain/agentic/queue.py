@@ -186,20 +186,6 @@ class JobQueue:
                 found.update(r[0] for r in rows)
         return found
 
-    def with_jobs(self, zk_ids: list[str], kind: str) -> set[str]:
-        """Which of these notes ever had a job of ``kind`` (any state)."""
-        found: set[str] = set()
-        with self._lock:
-            for start in range(0, len(zk_ids), 500):
-                part = zk_ids[start : start + 500]
-                marks = ",".join("?" * len(part))
-                rows = self._db.execute(
-                    f"SELECT DISTINCT zk_id FROM jobs WHERE kind=? AND zk_id IN ({marks})",
-                    [kind, *part],
-                ).fetchall()
-                found.update(r[0] for r in rows)
-        return found
-
     def next_due_in(self) -> float | None:
         """Seconds until the next pending job is due (0 if one is due now)."""
         with self._lock:
