@@ -59,8 +59,10 @@ def of_notes(zk_ids: Iterable[str]) -> Filter:
 
 
 def drop(store: VectorStore, zk_ids: Sequence[str]) -> None:
-    """Delete the question points of these notes (none is fine)."""
-    if zk_ids:
+    """Delete the question points of these notes (none is fine). Counted first: a delete
+    by filter is a recorded store write (and a manifest update), which a note without
+    questions, the common case, should not pay for on every update or forget."""
+    if zk_ids and store.count(of_notes(zk_ids)):
         store.delete_by_filter(of_notes(zk_ids))
 
 
