@@ -129,6 +129,15 @@ class MemorySettings(_Section):
         description="A search answers 'single' when its second hit scores at most (1 - this) "
                     "of the top hit's fused score, else 'many'",
     )
+    hype_questions: int = Field(
+        3, ge=0, le=10,
+        description="Hypothetical questions (HyPE) the chat model writes per permanent note in "
+                    "the background, stored as extra vectors that searches match to the note; "
+                    "0 disables. Needs a configured LLM",
+    )
+    hype_question_chars: int = Field(
+        200, ge=20, le=1000, description="Longest hypothetical question kept, in characters",
+    )
     snippet_chars: int = Field(
         240, ge=40, le=4000,
         description="Content characters in a compact search hit (detail=compact, the default)",

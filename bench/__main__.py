@@ -93,8 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         default="locomo,cosqa,speed,llm,tokens",
-        help="comma-separated subset of locomo,cosqa,speed,llm,tokens (and health: integrity "
-        "scan time at 100k notes, only when named)",
+        help="comma-separated subset of locomo,cosqa,speed,llm,tokens (and, only when named, "
+        "health: integrity scan time at 100k notes; hype: HyPE plumbing on LoCoMo dev with a "
+        "loopback stub model)",
     )
     p.add_argument(
         "--merge",
@@ -127,7 +128,7 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     data = data_dir(args.data)
-    if ({"locomo", "cosqa"} & only) and not (data / "locomo10.json").is_file():
+    if ({"locomo", "cosqa", "hype"} & only) and not (data / "locomo10.json").is_file():
         print(
             f"brain bench: no benchmark data in {data}; pass --data or set BRAIN_BENCH_DATA",
             file=sys.stderr,
@@ -201,6 +202,12 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
             measure_add_latency, 30 if args.quick else 100, 2.0, embedder
         )
         ctx.log(f"llm: {results['llm']}")
+    if "hype" in only:
+        from bench import hype
+
+        ctx.log("HyPE plumbing on LoCoMo dev (loopback stub, not a real model) ...")
+        results["hype"] = await hype.run(ctx)
+        checkpoint()
     if "tokens" in only:
         from bench import tokens
 

@@ -281,6 +281,8 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
             f"| {llm['p50_ms_no_llm']:.2f} | {llm['p50_ms_llm']:.2f} | {llm['ratio']:.3f} |",
             "",
         ]
+    if "hype" in results:
+        parts += hype_section(results["hype"])
     if "tokens" in results:
         parts += tokens_section(results["tokens"])
     if results.get("notes"):
@@ -311,6 +313,33 @@ def tokens_section(t: dict[str, Any]) -> list[str]:
         "",
         *band_section(t.get("band")),
     ]
+
+
+def hype_section(h: dict[str, Any]) -> list[str]:
+    """HyPE plumbing on LoCoMo dev with the loopback stub (bench/hype.py)."""
+    out = [
+        "## HyPE (write-time hypothetical questions): plumbing only",
+        "",
+        f"**{h['note']}**",
+        "",
+        f"LoCoMo turn level, {h['split']} half: {h['conversations']} conversations, "
+        f"{h['notes']} notes (bulk-loaded), {h['questions']} questions, search_memory top_k "
+        f"10. Up to {h['per_note']} questions per note, written by the background queue from "
+        "the stub's replies (bench/hype.py). The echo stub asks each note's own sentences "
+        "back; the oracle stub answers with the LoCoMo questions whose evidence is the note "
+        "(it reads the gold: an upper bound of the plumbing, not a quality figure).",
+        "",
+        "| run | any@1 | any@5 | any@10 | search ms mean | question points | jobs done / failed "
+        "| write s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in h["rows"].items():
+        r = row["recall"]
+        jobs = (f"{row['jobs_done']} / {row['jobs_failed']}" if "jobs_done" in row else "-")
+        out.append(f"| {name} | {r['any@1']:.3f} | {r['any@5']:.3f} | {r['any@10']:.3f} | "
+                   f"{row['search_ms_mean']:.2f} | {row.get('points', 0)} | {jobs} | "
+                   f"{row.get('write_s', '-')} |")
+    return [*out, ""]
 
 
 def band_section(band: dict[str, Any] | None) -> list[str]:

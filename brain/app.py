@@ -292,6 +292,7 @@ class Brain:
             default_project=self.settings.memory.default_project,
             save_graph=self.save_graph, stats=self.stats,
             sources=self.sources, files=self.files,
+            requeue_hype=lambda: self.agentic.backfill_hype(),
         )
 
     @functools.cached_property
@@ -330,6 +331,8 @@ class Brain:
             poll_s=worker.interval_s,
             link_candidates=s.memory.link_candidates,
             evolve_threshold=s.llm.evolve_threshold,
+            hype_questions=s.memory.hype_questions,
+            hype_question_chars=s.memory.hype_question_chars,
         )
         o = s.obsidian
         mirror = ObsidianMirror(note_loader(self.memory), api_key=o.api_key, host=o.host,

@@ -35,7 +35,7 @@ from brain import tenancy
 from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
 from brain.graph import LinkGraph
-from brain.memory import MemoryService
+from brain.memory import MemoryService, hype
 from brain.notes import point_id
 from brain.store_meta import StoreMeta
 from brain.vector_store import Filter, Match, MatchAny, Point, Range, VectorStore, scroll_all
@@ -235,6 +235,7 @@ class DecayService:
                 if not pts or not pts[0].payload.get("forgotten"):
                     continue  # restored meanwhile
                 self._unlink_everywhere(zk)
+                hype.drop(self.store, [zk])
                 tomb = {
                     "kind": "retired",
                     "zk_id": zk,

@@ -62,7 +62,7 @@ NORM_TOLERANCE = 1e-2
 GRACE_S = 5.0
 # Points that are never graph nodes. Everything else may be one: notes, retired tombstones,
 # and notes of older brains written without a ``kind`` (a new kind only loosens the check).
-NOT_NODES = ("meta", "file", "chunk", "doc", "doc_chunk")
+NOT_NODES = ("meta", "file", "chunk", "doc", "doc_chunk", "hype")
 # Creating an Edge shard (segment, WAL, ~25 payload indexes) takes ~2 MB on ext4 but ~52 MB
 # on tmpfs, which allocates every page Edge preallocates: measured, rounded up.
 CREATE_BYTES = 64_000_000

@@ -43,7 +43,7 @@ from brain.errors import Conflict, InvalidArgument
 from brain.files.service import FilesService
 from brain.graph import LinkGraph
 from brain.identity import Identity
-from brain.memory import MemoryService, keyword_text
+from brain.memory import MemoryService, hype, keyword_text
 from brain.notes import (
     MEMORY_TYPES,
     NOTE_KINDS,
@@ -61,7 +61,7 @@ from brain.vector_store import Filter, Match, MatchAny, Point, VectorStore, scro
 
 EXPORT_FORMAT = "opencode-brain-export"
 BACKUP_FORMAT = "opencode-brain-backup"
-NOT_NOTES = ("meta", "file", "chunk", "doc", "doc_chunk", "retired")
+NOT_NOTES = ("meta", "file", "chunk", "doc", "doc_chunk", "retired", "hype")
 MIGRATIONS = {"memory-schema": "memory", "note-kind": "notekind", "memory-type": "memorytype"}
 PROBLEM_CAP = 200
 BATCH = 64
@@ -217,8 +217,11 @@ class MaintenanceService:
         stats: Callable[[], dict[str, Any]],
         sources: SourcesService | None = None,
         files: FilesService | None = None,
+        requeue_hype: Callable[[], int] = lambda: 0,
     ) -> None:
         self.memory = memory
+        # Queues HyPE for imported notes (their questions are derived data, never exported).
+        self.requeue_hype = requeue_hype
         self.store = store
         self.graph = graph
         self.meta = meta
@@ -427,7 +430,10 @@ class MaintenanceService:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        # HyPE questions are not exported: derived data, written again by the importing
+        # brain's model (brain/memory/hype.py).
         return {"path": str(path), "notes": notes, "retired": retired,
+                "hype_skipped": hype.count(self.store),
                 "sources": extras["source"], "documents": extras["document"],
                 "jobs": extras["job"]}
 
@@ -526,6 +532,7 @@ class MaintenanceService:
                     pending = []
             imported += self._import_batch(pending)
         self._rebuild_graph()
+        hype_queued = self.requeue_hype() if imported else 0
         restored: dict[str, int] = {}
         if extras and self.sources is not None and self.files is not None:
             restored = portable.restore(extras, self.sources, self.files,
@@ -535,6 +542,7 @@ class MaintenanceService:
             "imported": imported,
             "skipped": skipped,
             "model": self.meta.model,
+            "hype_queued": hype_queued,
             **restored,
         }
 
@@ -549,6 +557,8 @@ class MaintenanceService:
             (pid, {**p, "embed_model": model} if "embed_model" in p else p) for pid, p in items
         ]
         self.store.upsert(self._embed_batch(items))
+        # A replaced note's questions were about its old content.
+        hype.drop(self.store, [str(p["zk_id"]) for _, p in items])
         return len(items)
 
     # ------------------------------------------------------------------ weekly

@@ -190,10 +190,15 @@ def hybrid(
     exact: bool = False,
     code_dense_weight: float | None = None,
     neighbour_weight: float = 0.0,
+    extra_dense: Sequence[Hit] = (),
 ) -> list[Candidate]:
+    """``extra_dense``: more dense hits of the same points (a note found through one of its
+    hypothetical questions, brain/memory/hype.py); a point in both legs keeps its best."""
     n = max(candidates, limit)
     dense = (store.query_dense(dense_vec, flt, n, exact=exact, fields=LEG_FIELDS)
              if method != "bm25" else [])
+    if extra_dense and method != "bm25":
+        dense = _merge_dense(dense, extra_dense)
     sparse = store.query_sparse(sparse_vec, flt, n, fields=LEG_FIELDS) if method != "dense" else []
     if method in ("dense", "bm25"):
         fused = fuse(dense, sparse, "weighted", 1.0 if method == "dense" else 0.0, rrf_k)
@@ -202,6 +207,16 @@ def hybrid(
     if neighbour_weight > 0:
         fused = with_neighbours(fused, neighbour_weight)
     return _with_payloads(store, fused[:limit])
+
+
+def _merge_dense(dense: Sequence[Hit], extra: Sequence[Hit]) -> list[Hit]:
+    """One dense leg: each point once, at the best of its scores, best first."""
+    by_id = {h.id: h for h in dense}
+    for h in extra:
+        cur = by_id.get(h.id)
+        if cur is None or h.score > cur.score:
+            by_id[h.id] = h
+    return sorted(by_id.values(), key=lambda h: (-h.score, h.id))
 
 
 def with_neighbours(cands: list[Candidate], weight: float) -> list[Candidate]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brain.retrieval import Candidate, hybrid
-from brain.vector_store import Filter, SparseVector, VectorStore
+from brain.vector_store import Filter, Hit, SparseVector, VectorStore
 
 # A grouped search reads this many times the rows asked for, so a file whose chunks fill
 # the top still leaves room for other files.
@@ -54,6 +54,7 @@ def rank(
     *,
     exact: bool = False,
     group: Callable[[dict[str, Any]], Any] | None = None,
+    extra_dense: Sequence[Hit] = (),
 ) -> list[Candidate]:
     """The best ``limit`` candidates for one query under ``policy``: the fused ranking of
     both legs, one per ``group`` key when given, without those under the relative floor."""
@@ -63,6 +64,7 @@ def rank(
         candidates=max(policy.candidates, n), method=policy.fusion,
         dense_weight=policy.dense_weight, rrf_k=policy.rrf_k, exact=exact,
         code_dense_weight=policy.code_dense_weight, neighbour_weight=policy.neighbour_weight,
+        extra_dense=extra_dense,
     )  # fmt: skip
     if group is not None:
         seen: set[Any] = set()

@@ -124,6 +124,7 @@ CHILD = textwrap.dedent(
     s.llm.base_url = base_url
     s.llm.max_retries = 0
     s.llm.evolve_threshold = 0.0
+    s.memory.hype_questions = 0  # the enrichment jobs alone (HyPE: tests/test_hype.py)
     clock = ManualClock()
     b = Brain(s, embedder=HashEmbedder(REGISTRY["offline/hash-384"]), clock=clock).open()
     for i in range(50):

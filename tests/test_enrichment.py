@@ -94,9 +94,13 @@ class Responder:
 
 
 def make_llm_brain(
-    home: Path, base_url: str, clock: ManualClock | None = None, **llm: Any
+    home: Path, base_url: str, clock: ManualClock | None = None, hype_questions: int = 0,
+    **llm: Any,
 ) -> Brain:
+    """A brain on the loopback model. HyPE is off unless asked: these tests count the
+    enrichment calls (HyPE has its own, tests/test_hype.py)."""
     settings: Settings = load_settings(home=home)
+    settings.memory.hype_questions = hype_questions
     settings.embedding.model = "offline/hash-384"
     settings.llm.base_url = base_url
     settings.llm.max_retries = 0

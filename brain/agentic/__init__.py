@@ -36,18 +36,21 @@ from brain.agentic.enrichment import (
     Paused,
     StepFailed,
 )
+from brain.agentic.hype import HYPE_JOB, HypeConfig, HypeFailed, HypeWriter
 from brain.agentic.obsidian import ObsidianMirror
 from brain.agentic.queue import Job, JobQueue
 from brain.errors import LLMError, NoteNotFound
 from brain.identity import Identity, acting_as
-from brain.memory import MemoryService, RecallFilter
+from brain.memory import MemoryService, RecallFilter, hype
 from brain.notes import point_id
-from brain.vector_store import VectorStore
+from brain.vector_store import Filter, Match, VectorStore, scroll_all
 
 log = logging.getLogger(__name__)
 
 ENRICH = "enrich"
 _EVENTS = ("added", "updated", "distilled")
+# A note that is (again) a live permanent one gets its hypothetical questions (re)written.
+_HYPE_EVENTS = ("added", "updated", "distilled", "restored")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,8 @@ class AgenticConfig:
     poll_s: float = 1.0
     link_candidates: int = 5
     evolve_threshold: float = 0.6
+    hype_questions: int = 3  # memory.hype_questions; 0: no HyPE
+    hype_question_chars: int = 200
 
 
 class AgenticService:
@@ -100,6 +105,9 @@ class AgenticService:
             on_changed=self.mirror.enqueue,
             stopping=self._stop.is_set,
         )
+        self.hype = HypeWriter(memory, router,
+                               HypeConfig(config.hype_questions, config.hype_question_chars),
+                               stopping=self._stop.is_set)
         self.jobs = {"done": 0, "retried": 0, "failed": 0, "paused": 0, "errors": 0}
         self._thread: threading.Thread | None = None
         self._busy = False
@@ -152,8 +160,13 @@ class AgenticService:
 
     # -- feeding ----------------------------------------------------------------------------
     def _on_event(self, event: str, payload: dict[str, Any]) -> None:
-        if event in _EVENTS and self.queue is not None:
+        if self.queue is None:
+            return
+        if event in _EVENTS:
             self.queue.enqueue(payload["zk_id"], ENRICH)
+        if (event in _HYPE_EVENTS and self.hype.enabled
+                and payload.get("memory_type") == "permanent" and not payload.get("forgotten")):
+            self.queue.enqueue(payload["zk_id"], HYPE_JOB)
 
     def enqueue(self, zk_id: str) -> bool:
         """Queue (re-)enrichment of one note; False when LLM enrichment is off or queued."""
@@ -168,12 +181,40 @@ class AgenticService:
             and not p.get("forgotten")
             and p.get("memory_type") in ("permanent", "fleeting")
         ]
-        covered = self.queue.open_or_failed(heuristic)
+        covered = self.queue.open_or_failed(heuristic, ENRICH)
         missing = [z for z in heuristic if z not in covered]
         for zk_id in missing:
             self.queue.enqueue(zk_id, ENRICH)
         if missing:
             log.info("enrichment backfill: queued %d heuristic note(s)", len(missing))
+        return len(missing)
+
+    def backfill_hype(self) -> int:
+        """Queue HyPE for notes that lack it (after an import); 0 when HyPE is off."""
+        if self.queue is None or not self.hype.enabled:
+            return 0
+        return self._backfill_hype()
+
+    def _backfill_hype(self) -> int:
+        """Queue HyPE for each live permanent note without question points and without an
+        open or failed HyPE job: written or updated while no model was configured, imported,
+        or from before HyPE. (A finished job leaves points unless a later change dropped
+        them; a failed one is not retried by the sweep.)"""
+        assert self.queue is not None
+        if not self.hype.enabled:
+            return 0
+        live = [p["zk_id"] for p in self.memory.notes()
+                if p.get("memory_type") == "permanent" and not p.get("forgotten")]
+        if not live:
+            return 0
+        have = {str(p.payload.get("parent_id"))
+                for p in scroll_all(self.store, Filter(must=(Match("kind", hype.HYPE),)))}
+        tried = self.queue.open_or_failed([z for z in live if z not in have], HYPE_JOB)
+        missing = [z for z in live if z not in have and z not in tried]
+        for zk_id in missing:
+            self.queue.enqueue(zk_id, HYPE_JOB)
+        if missing:
+            log.info("HyPE backfill: queued %d note(s)", len(missing))
         return len(missing)
 
     # -- the worker -------------------------------------------------------------------------
@@ -182,6 +223,7 @@ class AgenticService:
         if self.backfill:
             try:
                 self._backfill()
+                self._backfill_hype()
             except Exception:  # noqa: BLE001 - the queue still runs
                 log.exception("enrichment backfill failed")
         while not self._stop.is_set():
@@ -214,7 +256,8 @@ class AgenticService:
         try:
             # As the note's owner: its links and evolution stay within what it may see.
             with acting_as(self._owner(job.zk_id)):
-                outcome = self.enricher.run(job.zk_id)
+                handler = self.hype.run if job.kind == HYPE_JOB else self.enricher.run
+                outcome = handler(job.zk_id)
         except Paused as exc:
             self.jobs["paused"] += 1
             self.queue.retry(job.id, str(exc), self.poll_s, count_attempt=False)
@@ -223,7 +266,7 @@ class AgenticService:
             self.queue.retry(job.id, str(exc), 0.0, count_attempt=False)
             return
         except Exception as exc:  # noqa: BLE001 - StepFailed or anything else: retried
-            if not isinstance(exc, StepFailed) and not self._stop.is_set():
+            if not isinstance(exc, StepFailed | HypeFailed) and not self._stop.is_set():
                 self.jobs["errors"] += 1
                 log.exception("enrichment of %s failed", job.zk_id)
             if job.attempts >= self.max_attempts:
@@ -268,6 +311,8 @@ class AgenticService:
             "jobs": dict(self.jobs),
             "fallbacks": self.enricher.counters["fallbacks"],
             "enrichment": dict(self.enricher.counters),
+            "hype": {"questions_per_note": self.hype.cfg.questions if self.enabled else 0,
+                     **self.hype.counters},
             "obsidian": self.mirror.status(),
         }
 

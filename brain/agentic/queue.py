@@ -171,8 +171,8 @@ class JobQueue:
         out.update({state: n for state, n in rows})
         return out
 
-    def open_or_failed(self, zk_ids: list[str]) -> set[str]:
-        """Which of these notes have a pending, running or failed job."""
+    def open_or_failed(self, zk_ids: list[str], kind: str | None = None) -> set[str]:
+        """Which of these notes have a pending, running or failed job (of ``kind``)."""
         found: set[str] = set()
         with self._lock:
             for start in range(0, len(zk_ids), 500):
@@ -180,8 +180,8 @@ class JobQueue:
                 marks = ",".join("?" * len(part))
                 rows = self._db.execute(
                     f"SELECT DISTINCT zk_id FROM jobs WHERE state IN ('pending', 'running', "
-                    f"'failed') AND zk_id IN ({marks})",
-                    part,
+                    f"'failed') AND kind LIKE ? AND zk_id IN ({marks})",
+                    [kind or "%", *part],
                 ).fetchall()
                 found.update(r[0] for r in rows)
         return found

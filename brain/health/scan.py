@@ -8,6 +8,9 @@ Findings, each reported as a count and a sample of ids (never content):
 - ``orphan_files``: source file points whose source is gone or whose file sources.db no
   longer lists;
 - ``orphan_doc_chunks``: passages of uploaded documents missing from the files table;
+- ``orphan_hype``: hypothetical questions (HyPE, brain/memory/hype.py) whose note is gone,
+  forgotten, no longer permanent, or whose embedding model is not the active one (derived
+  data: the note's next HyPE job writes them again);
 - ``dangling_links``: notes whose ``links`` name ids that are neither a note nor a tombstone;
 - ``notes_missing_from_graph`` / ``graph_nodes_missing_from_store`` (the second only in a
   scan over everyone: a graph node carries no owner);
@@ -42,19 +45,20 @@ from brain.vector_store import (
     scroll_all,
 )
 
-ORPHANS = ("orphan_chunks", "orphan_files", "orphan_doc_chunks")
+ORPHANS = ("orphan_chunks", "orphan_files", "orphan_doc_chunks", "orphan_hype")
 FINDINGS = (
     *ORPHANS, "dangling_links", "notes_missing_from_graph", "graph_nodes_missing_from_store",
     "other_model", "missing_dense", "missing_bm25", "missing_fields",
 )
 # Kinds that carry vectors (meta and tombstones do not).
-VECTOR_KINDS = ("note", "file", "chunk", "doc_chunk")
+VECTOR_KINDS = ("note", "file", "chunk", "doc_chunk", "hype")
 SOURCE_FIELDS = ("source_id", "path", "project", "content", "user_id", "embed_model")
 REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {
     "note": tuple(REQUIRED_FIELDS),
     "file": SOURCE_FIELDS,
     "chunk": (*SOURCE_FIELDS, "chunk_index"),
     "doc_chunk": ("file_id", "project", "content", "user_id", "chunk_index", "embed_model"),
+    "hype": ("parent_id", "project", "user_id", "question", "embed_model"),
 }
 PAGE = 1024
 
@@ -136,6 +140,8 @@ def scan(
     known_zk: set[str] = set()
     file_points: set[tuple[str, str]] = set()
     chunks: list[tuple[str, str, str]] = []  # (point id, source_id, path)
+    live: set[str] = set()  # permanent, not forgotten notes: what may have HyPE questions
+    questions: list[tuple[str, str]] = []  # (point id, parent zk_id) of HyPE points
     files_of: dict[str, set[str]] = {}
 
     def source_files(sid: str) -> set[str]:
@@ -166,6 +172,8 @@ def scan(
             if isinstance(zk, str):
                 known_zk.add(zk)
                 if kind == "note":
+                    if pl.get("memory_type") == "permanent" and not pl.get("forgotten"):
+                        live.add(zk)
                     links = pl.get("links")
                     notes[zk] = [x for x in links if isinstance(x, str)] if isinstance(
                         links, list) else []
@@ -183,9 +191,15 @@ def scan(
                 chunks.append((p.id, sid, path))
         elif kind == "doc_chunk" and str(pl.get("file_id", "")) not in records.file_ids:
             f["orphan_doc_chunks"].add(p.id, p.id, sample)
+        elif kind == "hype":
+            if pl.get("embed_model") != records.model:
+                f["orphan_hype"].add(p.id, p.id, sample)
+            else:
+                questions.append((p.id, str(pl.get("parent_id", ""))))
     for pid, sid, path in chunks:  # a chunk of an orphan (or missing) file point goes with it
         if (sid, path) not in file_points or path not in source_files(sid):
             f["orphan_chunks"].add(pid, pid, sample)
+    _questions(store, questions, live, known_zk, res, sample)
     _links(store, notes, known_zk, note_pid, res, sample)
     for zk in sorted(notes):
         if zk not in records.graph_nodes:
@@ -196,6 +210,22 @@ def scan(
     _vectors(store, scope, bm25, res, sample)
     res.elapsed_s = time.perf_counter() - t0
     return res
+
+
+def _questions(store: VectorStore, questions: list[tuple[str, str]], live: set[str],
+               scanned: set[str], res: ScanResult, sample: int) -> None:
+    """A HyPE point is an orphan unless its note is a live permanent note (looked up by id
+    when the scan's scope did not hold it)."""
+    outside = sorted({z for _, z in questions if z and z not in scanned})
+    for i in range(0, len(outside), 256):
+        for p in store.retrieve([point_id(z) for z in outside[i : i + 256]]):
+            pl = p.payload
+            if (_kind(pl) == "note" and pl.get("memory_type") == "permanent"
+                    and not pl.get("forgotten")):
+                live.add(str(pl.get("zk_id")))
+    for pid, parent in questions:
+        if parent not in live:
+            res.findings["orphan_hype"].add(pid, pid, sample)
 
 
 def _links(store: VectorStore, notes: dict[str, list[str]], known: set[str],

@@ -34,7 +34,7 @@ from brain.vector_store import Filter, Match, MatchAny, VectorStore
 log = logging.getLogger(__name__)
 
 ALL = "*"  # the lock key of a run over every project
-KIND_NAMES = ("note", "retired", "file", "chunk", "doc_chunk", "meta")
+KIND_NAMES = ("note", "retired", "file", "chunk", "doc_chunk", "hype", "meta")
 MAX_REPAIR = 100_000
 
 

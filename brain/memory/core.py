@@ -184,6 +184,17 @@ class NoteCore:
         # Called after a note is durably written: (event, payload). The enrichment queue and
         # the Obsidian mirror subscribe here.
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self._hype: bool | None = None  # whether the store holds HyPE points (lazy)
+
+    def has_hype(self) -> bool:
+        """Whether any hypothetical-question point exists: a search skips the HyPE leg
+        (one more query) in a brain that has none."""
+        if self._hype is None:
+            self._hype = self.store.count(Filter(must=(Match("kind", "hype"),))) > 0
+        return self._hype
+
+    def hype_written(self) -> None:
+        self._hype = True
 
     @property
     def identity(self) -> Identity:

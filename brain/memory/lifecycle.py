@@ -11,6 +11,7 @@ from typing import Any
 
 from brain import tenancy
 from brain.errors import Conflict
+from brain.memory import hype
 from brain.memory.core import NoteCore
 from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id, public_note
 from brain.vector_store import Filter, Match
@@ -27,6 +28,7 @@ def set_state(m: NoteCore, zk_id: str, **fields: Any) -> dict[str, Any]:
 def forget(m: NoteCore, zk_id: str) -> dict[str, Any]:
     now, ts = m._now()
     p = set_state(m, zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
+    hype.drop(m.store, [p["zk_id"]])  # written again if it is restored
     m._emit("forgotten", p)
     return p
 
@@ -53,8 +55,10 @@ def archive(m: NoteCore, zk_id: str) -> dict[str, Any]:
     p = m.get_payload(zk_id)
     if p["memory_type"] == "archived":
         return p
-    return set_state(m, zk_id, memory_type="archived", archived_from=p["memory_type"],
-                     archived_at=now)
+    out = set_state(m, zk_id, memory_type="archived", archived_from=p["memory_type"],
+                    archived_at=now)
+    hype.drop(m.store, [p["zk_id"]])  # written again if it is restored
+    return out
 
 
 def stats(m: NoteCore) -> dict[str, Any]:

@@ -12,10 +12,11 @@ from typing import Any
 
 from brain.errors import InvalidArgument
 from brain.limits import MAX_QUERY_CHARS
+from brain.memory import hype
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
 from brain.memory.filters import RecallFilter, build_filter
 from brain.notes import point_id, public_note
-from brain.retrieval import Candidate
+from brain.retrieval import LEG_FIELDS, Candidate
 from brain.search_policy import rank
 from brain.vector_store import Filter, Match, scroll_all
 
@@ -61,7 +62,11 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
     # same recall, while exact search of a filtered scope cost ~8 ms more at 10k notes.
     reranker = m.reranker
     n = max(limit, m.cfg.rerank_candidates) if reranker is not None else limit
-    cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy)
+    # Notes matched through their hypothetical questions (HyPE), under the same filter.
+    extra = hype.parent_hits(m.store, qvec, flt, max(n, m.cfg.policy.candidates),
+                             user_id=m.identity.user_id, model=m.meta.model,
+                             fields=LEG_FIELDS) if m.has_hype() else []
+    cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra)
     if reranker is not None and len(cands) > 1:
         scores = reranker.scores(query, [embed_text(c.payload) for c in cands])
         for c, score in zip(cands, scores, strict=True):

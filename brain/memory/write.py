@@ -13,6 +13,7 @@ from brain import tenancy
 from brain.enrich import enrich
 from brain.errors import Conflict, InvalidArgument
 from brain.limits import check_tags
+from brain.memory import hype
 from brain.memory.core import (
     NOTE_FILTER,
     NoteCore,
@@ -253,6 +254,9 @@ def update(m: NoteCore, zk_id: str, new_content: str) -> WriteResult:
         }
         dense, sparse = m._vectors(payload)
         m.store.upsert([Point(point_id(payload["zk_id"]), payload, dense, sparse)])
+        # Questions of the old content would find the new one: gone now, rewritten by the
+        # "updated" job when a model is configured.
+        hype.drop(m.store, [payload["zk_id"]])
         m.graph.upsert_node(payload["zk_id"], payload["title"], payload["project"])
     m._emit("updated", payload)
     return WriteResult(public_note(payload), redacted)
