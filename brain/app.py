@@ -560,7 +560,7 @@ class Brain:
         if self.pending_model:
             degraded.append({"part": "embedding", "why": f"a switch to {self.pending_model} "
                              "is pending; searches use the active model"})
-        backend = self._backend_state(info.backend)
+        backend = Probe.state_of(self.probe, info.backend)
         if backend["degraded"]:
             degraded.append({"part": "storage", "why": "the Qdrant server did not answer at "
                              "start: serving from the embedded stand-in, writes journaled"})
@@ -575,19 +575,12 @@ class Brain:
             "degraded": degraded,
         }
 
-    def _backend_state(self, backend: str) -> dict[str, Any]:
-        """{backend, degraded, qdrant_reachable, last_checked_at} (degraded mode)."""
-        if self.probe is not None:
-            return self.probe.state(backend)
-        return {"backend": backend, "degraded": False, "qdrant_reachable": None,
-                "last_checked_at": None}
-
     def stats(self) -> dict[str, Any]:
         info = self.store.info()
         return {
             **self.memory.stats(),
             "backend": info.backend,
-            "backend_state": self._backend_state(info.backend),
+            "backend_state": Probe.state_of(self.probe, info.backend),
             "store": {"location": info.location, "points": info.points},
             "model": {
                 "active": self.meta.model,

@@ -220,3 +220,12 @@ class Probe:
     def state(self, backend: str) -> dict[str, Any]:
         return {"backend": backend, "degraded": self.degraded,
                 "qdrant_reachable": self.reachable, "last_checked_at": self.last_checked_at}
+
+    @staticmethod
+    def state_of(probe: Probe | None, backend: str) -> dict[str, Any]:
+        """{backend, degraded, qdrant_reachable, last_checked_at}: no probe (no server
+        configured) is an embedded store, never degraded, with nothing to reach."""
+        if probe is not None:
+            return probe.state(backend)
+        return {"backend": backend, "degraded": False, "qdrant_reachable": None,
+                "last_checked_at": None}
