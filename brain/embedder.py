@@ -283,6 +283,16 @@ def split_for_window(text: str, pieces: int) -> list[str]:
     return [p for p in out if p.strip()]
 
 
+def window_pieces(embedder: Embedder, text: str) -> list[str]:
+    """``text`` cut into pieces that each fit the model's window (itself when it fits)."""
+    window = max(16, int(embedder.record.max_seq_length * 0.9))
+    # A word-piece token covers at least one character: a text no longer than the window in
+    # characters fits, without tokenizing it a second time.
+    n = len(text) if len(text) <= window else embedder.count_tokens(text)
+    parts = [text] if n <= window else split_for_window(text, math.ceil(n / window))
+    return parts or [text]
+
+
 def embed_passages(embedder: Embedder, texts: Sequence[str], pool: bool = True) -> np.ndarray:
     """Document vectors for stored notes. A text longer than the model's window is cut into
     window-sized pieces and its vector is the normalised mean of theirs, so the whole text is
@@ -291,16 +301,12 @@ def embed_passages(embedder: Embedder, texts: Sequence[str], pool: bool = True) 
     ``pool=False`` keeps the truncating behaviour (the bench's ablation)."""
     if not pool or not texts:
         return embedder.embed_documents(texts)
-    window = max(16, int(embedder.record.max_seq_length * 0.9))
     pieces: list[str] = []
     owner: list[int] = []
     for i, text in enumerate(texts):
-        # A word-piece token covers at least one character: a text no longer than the window
-        # in characters fits, without tokenizing it a second time.
-        n = len(text) if len(text) <= window else embedder.count_tokens(text)
-        parts = [text] if n <= window else split_for_window(text, math.ceil(n / window))
-        pieces.extend(parts or [text])
-        owner.extend([i] * len(parts or [text]))
+        parts = window_pieces(embedder, text)
+        pieces.extend(parts)
+        owner.extend([i] * len(parts))
     vecs = embedder.embed_documents(pieces)
     if len(pieces) == len(texts):
         return vecs
