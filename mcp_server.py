@@ -79,6 +79,13 @@ INSTRUCTIONS = (
 )
 
 
+def _gated(fn: Callable[[Brain], T], b: Brain) -> T:
+    """A tool call holds the generation gate shared: a model switch's swap never lands inside
+    one, so a query embedded by one model never runs against the other's generation."""
+    with b.gate.shared():
+        return fn(b)
+
+
 class _State:
     def __init__(self, brain: Brain | None) -> None:
         self.brain = brain
@@ -135,7 +142,7 @@ def create_server(
         caller = tenancy.caller(tenancy.settings_identity(b.settings))
         try:
             with acting_as(caller):  # worker threads inherit it: anyio copies the context
-                return as_text(await anyio.to_thread.run_sync(functools.partial(fn, b)))
+                return as_text(await anyio.to_thread.run_sync(functools.partial(_gated, fn, b)))
         except BrainError as exc:
             raise CodedToolError.of(exc) from exc
 

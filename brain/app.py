@@ -35,6 +35,8 @@ from brain.embed_remote import (
 from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable, StoreError
 from brain.files.service import FilesService
+from brain.generations import Gate, ModelSwitch, SwitchableEmbedder, active_generation
+from brain.generations.wiring import build_switch
 from brain.graph import LinkGraph
 from brain.health import HealthConfig, HealthDeps, HealthService, HotFiles
 from brain.health.repair import Embedders
@@ -92,6 +94,8 @@ class Brain:
         self._embedder = embedder
         self.bm25 = BM25Encoder()
         self.pending_model: str | None = None
+        self.gate = Gate()  # tool calls share it; a model switch's swap holds it alone
+        self.embedder_factory: Callable[[Any], Embedder] | None = None  # tests: switch models
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._opened = False
@@ -111,7 +115,7 @@ class Brain:
         embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
                                                     s.embedding.backend, self._endpoint())
         raw = self._store or build_store(
-            home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,
+            home=self.home, collection=f"{s.qdrant.collection}_g{active_generation(self.home)}", url=s.qdrant.url,
             api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
             local_path=s.qdrant.local_path, index_min_vectors=s.index.min_unindexed,
         )
@@ -124,7 +128,8 @@ class Brain:
         else:
             integrity.open_store(self.home, raw, embedder.dimension)
         try:
-            self.embedder = self._load_records(raw, space, embedder)
+            self.embedder = SwitchableEmbedder(self._load_records(raw, space, embedder),
+                                               self.gate)
         except BaseException:
             raw.close()  # refused: release the shard so a restore can work on it
             raise
@@ -133,6 +138,7 @@ class Brain:
             self.bm25,
         )
         self.memory.reranker = reranker
+        self.model_switch.attach()
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
         self._start_thread("access-stamper", self._stamper)
@@ -253,6 +259,23 @@ class Brain:
 
     # ---------------------------------------------------------------- services
     # Built on first use, each from its collaborators and its own settings section.
+
+    @functools.cached_property
+    def model_switch(self) -> ModelSwitch:
+        s = self.settings
+        return build_switch(
+            home=self.home, qdrant=s.qdrant, embedding=s.embedding,
+            index_min_vectors=s.index.min_unindexed, guarded=self._guarded,
+            embedder=cast(SwitchableEmbedder, self.embedder), meta=self.meta, gate=self.gate,
+            endpoint=self._endpoint(), pending=lambda: self.pending_model,
+            on_swap=self._model_swapped, pool_long_text=s.memory.pool_long_text,
+            now=lambda: iso(self.clock.now()), embedder_factory=self.embedder_factory)
+
+    def _model_swapped(self, model: str) -> None:
+        self.pending_model = None if self.pending_model == model else self.pending_model
+        for name in ("sources", "files"):
+            if name in self.__dict__:
+                getattr(self, name).use_model(model)
 
     @functools.cached_property
     def identity(self) -> Identity:
@@ -496,7 +519,7 @@ class Brain:
                 log.exception("housekeeping failed")
 
     def _warm_up(self) -> None:
-        if isinstance(self.embedder, RemoteEmbedder):
+        if isinstance(getattr(self.embedder, "inner", self.embedder), RemoteEmbedder):
             return  # nothing to load, and a call to a paid endpoint costs
         try:
             self.embedder.embed_query("warm up")
@@ -521,6 +544,7 @@ class Brain:
         if not self._opened:
             return
         self._stop.set()
+        self.model_switch.close()
         self._stop_background()
         for t in self._threads:
             t.join(timeout=10)
@@ -590,6 +614,7 @@ class Brain:
                 "active": self.meta.model,
                 "dimension": self.meta.dimension,
                 "pending_switch": self.pending_model,
+                "generations": self.model_switch.status(),
             },
             "embedding": embedding_status(self.embedder),
             "data_dir": str(self.home),
