@@ -1,0 +1,262 @@
+"""Switching the embedding model by rebuild generations (issue 16, part 2).
+
+The second model is the offline hash embedder with its columns permuted: the same text gets
+the same vector within one model, and a vector of the other model scores about 0 against it,
+so a query embedded by one model and run against the other generation shows at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from brain.app import Brain
+from brain.clock import ManualClock
+from brain.embedder import REGISTRY, HashEmbedder
+from brain.encoding import ModelRecord
+from brain.errors import Conflict
+from brain.generations import Target, state
+from brain.store_meta import META_ID
+from config import Settings
+from tests.conftest import _seed_store
+
+OLD = "offline/hash-384"
+
+
+class Permuted(HashEmbedder):
+    """Another model: the hash embedder's features in other columns; counts what it embeds."""
+
+    def __init__(self, dimension: int = 384, model: str = "offline/perm-384") -> None:
+        super().__init__(ModelRecord(model, "hash", dimension, (dimension,), 256))
+        self.perm = np.random.default_rng(7).permutation(dimension)
+        self.texts = 0
+        self.lock = threading.Lock()
+
+    def _vector(self, text: str) -> np.ndarray:
+        return super()._vector(text)[self.perm]
+
+    def embed_documents(self, texts: Any) -> np.ndarray:
+        with self.lock:
+            self.texts += len(texts)
+        return super().embed_documents(texts)
+
+
+def _open(settings: Settings, new: HashEmbedder, template: Path | None = None) -> Brain:
+    settings.embedding.model = OLD
+    settings.embedding.rebuild_batch = 8
+    settings.embedding.rebuild_pause_s = 0.0
+    if template is not None:
+        _seed_store(settings, template)
+    old = HashEmbedder(REGISTRY[OLD])
+    b = Brain(settings, embedder=old, clock=ManualClock())
+    b.embedder_factory = lambda t: new if t.model == new.record.id else old
+    return b.open()
+
+
+@pytest.fixture
+def new() -> Permuted:
+    return Permuted()
+
+
+@pytest.fixture
+def gb(settings: Settings, new: Permuted, _empty_shard: Path) -> Iterator[Brain]:
+    b = _open(settings, new, _empty_shard)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _target(new: HashEmbedder) -> Target:
+    return Target(new.record.id, new.dimension)
+
+
+def _notes(b: Brain, n: int, tag: str = "n") -> list[str]:
+    return [b.memory.add(f"{tag} {i} note about topic{i} and word{i * 7}", None).note["zk_id"]
+            for i in range(n)]
+
+
+def _dense_of(b: Brain, text: str) -> np.ndarray:
+    return np.asarray(b.embedder.embed_documents([text])[0])
+
+
+def _all_stamped(b: Brain, model: str) -> None:
+    """Every point with a vector in the active generation carries the active model's vector of
+    its own text."""
+    from brain.generations.rebuild import dense_text
+
+    pts, off = [], None
+    while True:
+        page, off = b.store.scroll(None, limit=256, offset=off, with_vectors=True)
+        pts += page
+        if off is None:
+            break
+    for p in pts:
+        if p.id == META_ID or p.dense is None:
+            continue
+        assert p.payload.get("embed_model", model) == model, p.payload
+        text = dense_text(p.payload)
+        assert text is not None
+        want = _dense_of(b, text)
+        assert float(np.dot(want, np.asarray(p.dense))) > 0.999, p.payload.get("kind")
+
+
+def test_switch_rebuilds_notes_sources_and_documents(gb: Brain, new: Permuted,
+                                                      tmp_path: Path) -> None:
+    zks = _notes(gb, 12)
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n\nalpha notes about the deployment pipeline\n")
+    gb.sources.add(str(root), name="src", project="p", sync=False)
+    assert gb.sources.sync("src", wait=True, timeout=60)["status"] == "done"
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\nWhen the payment queue backs up, drain it with the replay "
+                   "worker.\n")
+    assert gb.files.wait(gb.files.ingest(doc)["id"], 60)["status"] == "ready"
+    before = gb.store.count(None)
+
+    gb.model_switch.switch(_target(new))
+    out = gb.model_switch.wait(60)
+
+    assert out["active"] == 2 and out["previous"] == 1 and out["rebuild"]["status"] == "complete"
+    assert {"note", "chunk", "file", "doc_chunk"} <= set(out["rebuild"]["by_kind"])
+    assert gb.meta.model == new.record.id and gb.meta.data["generation"] == 2
+    assert gb.store.count(None) == before
+    _all_stamped(gb, new.record.id)
+    hit = gb.memory.search("n 3 note about topic3", 1, stamp=False)
+    assert hit and hit[0]["zk_id"] == zks[3]
+    assert gb.files.search("payment queue replay worker", 3)
+    stats = gb.stats()["model"]
+    assert stats["active"] == new.record.id and stats["generations"]["active"] == 2
+    # A start opens the new generation.
+    assert state.load(gb.home).active == 2
+
+
+def test_switch_under_concurrent_searches_and_adds(gb: Brain, new: Permuted) -> None:
+    texts = [f"seed {i} about subject{i} and item{i * 3}" for i in range(60)]
+    for t in texts:
+        gb.memory.add(t, None)
+    errors: list[BaseException] = []
+    wrong: list[str] = []
+    added: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def searcher(gated: bool) -> None:
+        i = 0
+        while not stop.is_set():
+            t = texts[i % len(texts)]
+            i += 1
+            try:
+                if gated:  # as a tool call runs (mcp_server._gated)
+                    with gb.gate.shared():
+                        q = gb.embedder.embed_query(t).tolist()
+                        hits = gb.store.query_dense(q, None, 1)
+                else:  # background work, outside any tool call
+                    q = gb.embedder.embed_query(t).tolist()
+                    hits = gb.store.query_dense(q, None, 1)
+                if not hits or hits[0].score < 0.99:
+                    wrong.append(f"{t}: {hits[0].score if hits else None}")
+            except BaseException as exc:  # noqa: BLE001 - counted
+                errors.append(exc)
+
+    def adder() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                with gb.gate.shared():
+                    text = f"live {i} written during the rebuild word{i}"
+                    added.append((gb.memory.add(text, None).note["zk_id"], text))
+            except BaseException as exc:  # noqa: BLE001 - counted
+                errors.append(exc)
+            i += 1
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=searcher, args=(g,)) for g in (True, True, False)]
+    threads.append(threading.Thread(target=adder))
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    gb.model_switch.switch(_target(new))
+    out = gb.model_switch.wait(120)
+    time.sleep(0.3)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert out["rebuild"]["status"] == "complete", out
+    assert errors == [] and wrong == []
+    assert added
+    _all_stamped(gb, new.record.id)
+    for zk, text in added:  # every note written during the rebuild is found after
+        hits = gb.memory.search(text, 3, stamp=False)
+        assert zk in [h["zk_id"] for h in hits], text
+
+
+def test_cancel_keeps_the_current_generation(gb: Brain, new: Permuted) -> None:
+    _notes(gb, 30)
+    gb.settings.embedding.rebuild_pause_s = 0.5  # slow, so the cancel lands mid-way
+    gb.model_switch.cfg = type(gb.model_switch.cfg)(batch=4, pause_s=0.5)
+    gb.model_switch.switch(_target(new))
+    time.sleep(0.3)
+    out = gb.model_switch.cancel()
+    assert out["rebuild"]["status"] == "cancelled" and out["active"] == 1
+    assert gb.meta.model == OLD
+    assert not (gb.home / "store" / "opencode_brain_g2").exists()
+    _all_stamped(gb, OLD)
+    with pytest.raises(Conflict):
+        gb.model_switch.resume()
+
+
+def test_rollback_and_drop_previous(gb: Brain, new: Permuted) -> None:
+    _notes(gb, 10)
+    gb.model_switch.switch(_target(new))
+    gb.model_switch.wait(60)
+    after = gb.memory.add("written after the swap about rollback", None).note["zk_id"]
+    out = gb.model_switch.rollback()
+    assert out["active"] == 1 and out["previous"] == 2 and gb.meta.model == OLD
+    _all_stamped(gb, OLD)
+    hits = gb.memory.search("written after the swap about rollback", 3, stamp=False)
+    assert after in [h["zk_id"] for h in hits]
+    out = gb.model_switch.drop_previous()
+    assert out["previous"] is None
+    assert not (gb.home / "store" / "opencode_brain_g2").exists()
+    with pytest.raises(Conflict):
+        gb.model_switch.rollback()
+
+
+def test_dimension_change(gb: Brain) -> None:
+    small = Permuted(64, "offline/perm-64")
+    gb.embedder_factory = lambda _t: small
+    gb.model_switch.d = type(gb.model_switch.d)(
+        **{**gb.model_switch.d.__dict__, "build_embedder": lambda _t: small})
+    zks = _notes(gb, 10)
+    gb.model_switch.switch(_target(small))
+    out = gb.model_switch.wait(60)
+    assert out["rebuild"]["status"] == "complete"
+    assert gb.meta.dimension == 64 and gb.embedder.dimension == 64
+    p = gb.store.retrieve([gb.store.scroll(None, limit=2)[0][-1].id], with_vectors=True)[0]
+    assert p.dense is not None and len(p.dense) == 64
+    hit = gb.memory.search("n 4 note about topic4", 1, stamp=False)
+    assert hit and hit[0]["zk_id"] == zks[4]
+    new_zk = gb.memory.add("after the change of dimension", None).note["zk_id"]
+    assert new_zk in [h["zk_id"] for h in gb.memory.search("change of dimension", 3,
+                                                           stamp=False)]
+
+
+def test_estimate_changes_nothing(gb: Brain, new: Permuted) -> None:
+    _notes(gb, 10)
+    before = (gb.store.count(None), (gb.home / "generations.json").read_text())
+    out = gb.model_switch.estimate(_target(new))
+    assert out["points"] == 10 and out["by_kind"]["note"] == 10 and out["sampled"] == 10
+    assert out["time_s"]["low"] <= out["time_s"]["high"]
+    assert (gb.store.count(None), (gb.home / "generations.json").read_text()) == before
+    assert not (gb.home / "store" / "opencode_brain_g2").exists()
