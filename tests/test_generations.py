@@ -6,7 +6,6 @@ so a query embedded by one model and run against the other generation shows at o
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -260,3 +259,61 @@ def test_estimate_changes_nothing(gb: Brain, new: Permuted) -> None:
     assert out["time_s"]["low"] <= out["time_s"]["high"]
     assert (gb.store.count(None), (gb.home / "generations.json").read_text()) == before
     assert not (gb.home / "store" / "opencode_brain_g2").exists()
+
+
+_CHILD = """
+import sys, time
+from config import load_settings
+from tests.test_generations import Permuted, _open, _target
+settings = load_settings(home=sys.argv[1])
+new = Permuted()
+b = _open(settings, new)
+b.model_switch.cfg = type(b.model_switch.cfg)(batch=5, pause_s=0.3)
+b.model_switch.switch(_target(new))
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+def test_kill_9_pauses_and_resume_redoes_no_finished_batch(
+    settings: Settings, new: Permuted, _empty_shard: Path
+) -> None:
+    b = _open(settings, new, _empty_shard)
+    _notes(b, 40)
+    b.close()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(settings.home)], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rb = state.load(settings.home).rebuild
+            if rb is not None and rb.done >= 10:
+                break
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    killed = state.load(settings.home).rebuild
+    assert killed is not None and killed.status == "running" and 10 <= killed.done < 40
+    done_at_kill = killed.done
+
+    again = Permuted()
+    b = _open(settings, again)
+    try:
+        st = b.model_switch.status()
+        assert st["rebuild"]["status"] == "paused" and "interrupted" in st["rebuild"]["reason"]
+        assert st["active"] == 1 and b.meta.model == OLD  # never resumed by itself
+        time.sleep(0.2)
+        assert again.texts == 0
+        b.model_switch.resume()
+        out = b.model_switch.wait(60)
+        assert out["rebuild"]["status"] == "complete" and out["active"] == 2
+        # Only what the kill left undone was embedded again: no finished batch twice.
+        assert again.texts == 40 - done_at_kill
+        _all_stamped(b, again.record.id)
+    finally:
+        b.close()

@@ -93,15 +93,12 @@ class SwitchableEmbedder:
 
     def __init__(self, inner: Any, gate: Gate) -> None:
         self.inner = inner
+        self.record = inner.record
         self.gate = gate
         self.epoch = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-    @property
-    def record(self) -> Any:
-        return self.inner.record
 
     @property
     def dimension(self) -> int:
@@ -110,6 +107,7 @@ class SwitchableEmbedder:
     def switch(self, inner: Any) -> None:
         """Called with the gate held alone."""
         self.inner = inner
+        self.record = inner.record
         self.epoch += 1
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
