@@ -30,7 +30,7 @@ from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from brain.presentation import present, with_answer  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
-from mcp_surface import agentic, files, fs, health, sources, workflow  # noqa: E402
+from mcp_surface import agentic, files, fs, health, models, sources, workflow  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
     Detail,
     OptProject,
@@ -265,7 +265,7 @@ def create_server(
 
 # Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
 # a group that is missing or fails to import stops the server instead of vanishing.
-TOOL_GROUPS = (workflow, agentic, sources, files, health, fs)
+TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -78,3 +78,38 @@ def build_switch(
     cfg = SwitchConfig(batch=embedding.rebuild_batch, pause_s=embedding.rebuild_pause_s,
                        pool_long_text=pool_long_text)
     return ModelSwitch(deps, cfg)
+
+
+COMMANDS = ("estimate", "switch", "status", "cancel", "resume", "rollback", "drop-previous",
+            "wait")
+
+
+def run_command(switch: ModelSwitch, name: str, model: str = "", dimension: int = 0,
+                provider: str = "local", timeout_s: float = 0.0) -> dict[str, Any]:
+    """One ``brain model`` command, in the process that holds the brain (the owner, or the
+    command line when no server runs). ``model`` (a registry id, ``openai:<name>`` ...) names
+    the target; without it the configured model pending a switch is the target."""
+    from brain.errors import InvalidArgument
+
+    target: Target | None = None
+    if model:
+        record = resolve_record(model, dimension, provider=provider)
+        target = Target(record.id, record.dimension, provider)
+    if name == "estimate":
+        return switch.estimate(target)
+    if name == "switch":
+        return switch.switch(target)
+    if name == "status":
+        return switch.status()
+    if name == "cancel":
+        return switch.cancel()
+    if name == "resume":
+        return switch.resume()
+    if name == "rollback":
+        return switch.rollback()
+    if name == "drop-previous":
+        return switch.drop_previous()
+    if name == "wait":
+        return switch.wait(max(0.0, timeout_s) or None)
+    raise InvalidArgument(f"unknown model command {name!r}: one of {', '.join(COMMANDS)}",
+                          field="command")
