@@ -6,6 +6,7 @@ so a query embedded by one model and run against the other generation shows at o
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -317,3 +318,67 @@ def test_kill_9_pauses_and_resume_redoes_no_finished_batch(
         _all_stamped(b, again.record.id)
     finally:
         b.close()
+
+
+def test_restart_opens_the_new_generation_and_rolls_back_after(
+    settings: Settings, new: Permuted, _empty_shard: Path
+) -> None:
+    b = _open(settings, new, _empty_shard)
+    zks = _notes(b, 8)
+    b.model_switch.switch(_target(new))
+    b.model_switch.wait(60)
+    after = b.memory.add("written after the swap before the restart", None).note["zk_id"]
+    b.close()
+
+    b = Brain(settings, embedder=new, clock=ManualClock())  # a start on the new model
+    b.embedder_factory = lambda t: new if t.model == new.record.id else HashEmbedder(
+        REGISTRY[OLD])
+    b.open()
+    try:
+        assert b.meta.model == new.record.id and b.meta.data["generation"] == 2
+        assert b.pending_model is None
+        assert b.memory.search("n 2 note about topic2", 1, stamp=False)[0]["zk_id"] == zks[2]
+        later = b.memory.add("written after the restart about rollbacks", None).note["zk_id"]
+        out = b.model_switch.rollback()
+        assert out["active"] == 1 and b.meta.model == OLD
+        _all_stamped(b, OLD)
+        for zk, text in ((after, "written after the swap before the restart"),
+                         (later, "written after the restart about rollbacks")):
+            assert zk in [h["zk_id"] for h in b.memory.search(text, 3, stamp=False)]
+    finally:
+        b.close()
+
+
+async def test_model_tools(gb: Brain, new: Permuted) -> None:
+    from fastmcp import Client
+
+    from mcp_server import create_server
+
+    _notes(gb, 3)
+    async with Client(create_server(brain=gb)) as c:
+        st = (await c.call_tool("model_status", {})).structured_content
+        assert st is not None and st["active"] == 1 and st["rebuild"] is None
+        est = (await c.call_tool("model_estimate", {"model": OLD, "dimension": 64}))
+        assert est.structured_content is not None
+        assert est.structured_content["points"] == 3
+        stats = (await c.call_tool("brain_stats", {})).structured_content
+        assert stats is not None and stats["model"]["generations"]["active"] == 1
+
+
+def test_cli_switch_in_the_foreground(settings: Settings, _empty_shard: Path,
+                                      monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from brain.cli import main
+
+    b = _open(settings, Permuted(), _empty_shard)
+    _notes(b, 3)
+    b.close()
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", OLD)
+    target = "sentence-transformers/all-MiniLM-L6-v2"
+    monkeypatch.setenv("BRAIN__EMBEDDING__BACKEND", "torch")
+    assert main(["model", "estimate", "--model", target]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["points"] == 3 and est["dimension"] == 384
+    assert main(["model", "switch", "--model", target]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["active"] == 2 and out["rebuild"]["status"] == "complete"
+    assert main(["model", "cancel"]) == 1  # nothing to cancel: said, not a traceback

@@ -247,7 +247,7 @@ class ModelSwitch:
                 raise Conflict("no previous generation to roll back to")
             if s.rebuild is not None and s.rebuild.status in st.ACTIVE_STATUSES:
                 raise ActionInProgress("a rebuild is in progress: cancel it first")
-            prev = self.previous or self.d.open_generation(s.previous, 0)
+            prev = self.previous or self.d.open_generation(s.previous, s.previous_dimension)
             meta = prev.retrieve([META_ID])
             model = str(meta[0].payload.get("model", s.previous_model)) if meta else \
                 s.previous_model
@@ -270,7 +270,7 @@ class ModelSwitch:
             st.DirtyLog.for_generation(self.d.home, s.previous).remove()
             self.d.drop_generation(self.previous, s.previous)
             self.previous = None
-            s.previous, s.previous_model = None, ""
+            s.previous, s.previous_model, s.previous_dimension = None, "", 0
             st.save(self.d.home, s)
             return self.status()
 
@@ -301,6 +301,7 @@ class ModelSwitch:
             store.upsert([Point(META_ID, payload)])
             store.flush()
             old, old_gen, old_model = self.tracked.inner, s.active, d.meta.model
+            old_dimension = d.meta.dimension
             d.embedder.switch(reembed.embedder)
             active = Reembedder(reembed.embedder, model, self.cfg.pool_long_text)
             back = st.DirtyLog.for_generation(d.home, old_gen)
@@ -315,6 +316,7 @@ class ModelSwitch:
             self.previous = old
             s.active, s.active_model = gen, model
             s.previous, s.previous_model = old_gen, old_model
+            s.previous_dimension = old_dimension
             if s.rebuild is not None and rebuilder is not None:
                 s.rebuild.status, s.rebuild.finished_at = "complete", d.now()
                 s.rebuild.reason = ""

@@ -69,6 +69,7 @@ class GenerationState:
     active_model: str = ""
     previous: int | None = None
     previous_model: str = ""
+    previous_dimension: int = 0
     rebuild: Rebuild | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -97,6 +98,7 @@ def load(home: Path) -> GenerationState:
     return GenerationState(
         active=int(data.get("active", 1)), active_model=str(data.get("active_model", "")),
         previous=data.get("previous"), previous_model=str(data.get("previous_model", "")),
+        previous_dimension=int(data.get("previous_dimension", 0)),
         rebuild=rebuild,
     )
 

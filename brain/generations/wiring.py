@@ -36,17 +36,20 @@ def build_switch(
     on_swap: Callable[[str], None], pool_long_text: bool, now: Callable[[], str],
     embedder_factory: Callable[[Target], Embedder] | None = None,
 ) -> ModelSwitch:
-    def open_generation(generation: int, dimension: int) -> VectorStore:
-        store = build_store(
+    def build(generation: int) -> VectorStore:
+        return build_store(
             home=home, collection=generation_collection(qdrant, generation), url=qdrant.url,
             api_key=qdrant.api_key, prefer_grpc=qdrant.prefer_grpc,
             local_path=qdrant.local_path, index_min_vectors=index_min_vectors,
         )
-        store.open(dimension)  # an existing generation keeps its own dimension
+
+    def open_generation(generation: int, dimension: int) -> VectorStore:
+        store = build(generation)
+        store.open(dimension)
         return store
 
     def drop_generation(store: VectorStore | None, generation: int) -> None:
-        store = store or open_generation(generation, 0)
+        store = store or build(generation)  # not opened: only its name is needed
         client: Any = getattr(store, "_client", None)
         path = getattr(store, "path", None)
         store.close()
