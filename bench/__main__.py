@@ -94,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only",
         default="locomo,cosqa,speed,llm,tokens",
         help="comma-separated subset of locomo,cosqa,speed,llm,tokens (and health: integrity "
-        "scan time at 100k notes, only when named)",
+        "scan time at 100k notes, and rebuild: a model switch's cost, only when named)",
     )
     p.add_argument(
         "--merge",
@@ -192,6 +192,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
         ctx.log("integrity scan at scale ...")
         results["health"] = await asyncio.to_thread(health.run, ctx.scratch, args.quick, ctx.log)
+        checkpoint()
+    if "rebuild" in only:
+        from bench import rebuild
+
+        ctx.log("model switch: rebuild generation ...")
+        results["rebuild"] = await asyncio.to_thread(rebuild.run, ctx.scratch, args.quick,
+                                                     ctx.log)
         checkpoint()
     if "llm" in only:
         from bench.agentic import measure_add_latency

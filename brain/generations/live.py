@@ -1,9 +1,9 @@
 """The live side of a model switch: the gate, the embedder that can change model, and the
 store wrapper that records what a target generation must take over.
 
-- :class:`Gate` is a readers-writer lock. A tool call (mcp_server ``call``) and every embed
-  hold it shared; the swap holds it alone, so no tool call straddles the swap: a search that
-  embedded its query before it runs against the generation of that model.
+- :class:`Gate` is a readers-writer lock. A tool call (mcp_server ``call``) holds it shared;
+  the swap holds it alone, so no tool call straddles the swap: a search that embedded its
+  query before it runs wholly against the generation of that model.
 - :class:`SwitchableEmbedder` is the embedder every service holds; the swap points it at the
   new model. Each call notes, per thread, which swap epoch embedded the thread's last
   vectors.
@@ -89,39 +89,48 @@ class Gate:
 
 
 class SwitchableEmbedder:
-    """The embedder the services hold; :meth:`switch` changes its model at a swap."""
+    """The embedder the services hold; :meth:`switch` changes its model at a swap. The model
+    and its epoch change together (one tuple), so a call notes the epoch of the model that
+    really embedded. Embeds never wait on the gate: a tool call may wait for a sync thread
+    that embeds, and a swap waiting for that tool call must not hold the thread back."""
 
     def __init__(self, inner: Any, gate: Gate) -> None:
-        self.inner = inner
+        self._cur: tuple[Any, int] = (inner, 0)
         self.record = inner.record
         self.gate = gate
-        self.epoch = 0
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        return getattr(self._cur[0], name)
+
+    @property
+    def inner(self) -> Any:
+        return self._cur[0]
+
+    @property
+    def epoch(self) -> int:
+        return self._cur[1]
 
     @property
     def dimension(self) -> int:
-        return int(self.inner.dimension)
+        return int(self._cur[0].dimension)
 
     def switch(self, inner: Any) -> None:
         """Called with the gate held alone."""
-        self.inner = inner
+        self._cur = (inner, self._cur[1] + 1)
         self.record = inner.record
-        self.epoch += 1
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        with self.gate.shared():
-            _note_epoch(self.epoch)
-            return self.inner.embed_documents(texts)  # type: ignore[no-any-return]
+        inner, epoch = self._cur
+        _note_epoch(epoch)
+        return inner.embed_documents(texts)  # type: ignore[no-any-return]
 
     def embed_query(self, text: str) -> np.ndarray:
-        with self.gate.shared():
-            _note_epoch(self.epoch)
-            return self.inner.embed_query(text)  # type: ignore[no-any-return]
+        inner, epoch = self._cur
+        _note_epoch(epoch)
+        return inner.embed_query(text)  # type: ignore[no-any-return]
 
     def count_tokens(self, text: str) -> int:
-        return int(self.inner.count_tokens(text))
+        return int(self._cur[0].count_tokens(text))
 
 
 # Re-embeds points (their payloads) with the active model and stamps it: (points) -> points.
