@@ -35,7 +35,13 @@ from brain.embed_remote import (
 from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable, StoreError
 from brain.files.service import FilesService
-from brain.generations import Gate, ModelSwitch, SwitchableEmbedder, active_generation
+from brain.generations import (
+    Gate,
+    ModelSwitch,
+    SwitchableEmbedder,
+    active_dimension,
+    active_generation,
+)
 from brain.generations.wiring import build_switch
 from brain.graph import LinkGraph
 from brain.health import HealthConfig, HealthDeps, HealthService, HotFiles
@@ -125,8 +131,9 @@ class Brain:
         space.require("open the store", extra=integrity.space_to_open(raw))
         if self._store is None and (s.qdrant.url or s.qdrant.local_path):
             raw = self._open_server_or_standin(raw, embedder.dimension)
-        else:
-            integrity.open_store(self.home, raw, embedder.dimension)
+        else:  # the store's own size: another configured model is a pending switch
+            integrity.open_store(self.home, raw,
+                                 active_dimension(self.home) or embedder.dimension)
         try:
             self.embedder = SwitchableEmbedder(self._load_records(raw, space, embedder),
                                                self.gate)

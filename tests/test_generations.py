@@ -382,3 +382,30 @@ def test_cli_switch_in_the_foreground(settings: Settings, _empty_shard: Path,
     out = json.loads(capsys.readouterr().out)
     assert out["active"] == 2 and out["rebuild"]["status"] == "complete"
     assert main(["model", "cancel"]) == 1  # nothing to cancel: said, not a traceback
+
+
+def test_switch_to_the_loopback_endpoint_changes_dimension(home: Path) -> None:
+    """The configured model pending a switch is the target: a remote model on a real
+    /v1/embeddings server on loopback, at 64 columns instead of 384."""
+    from config import load_settings
+    from tests.fake_embeddings import FakeEmbeddings
+
+    local = load_settings(home=home, embedding={"model": OLD, "rebuild_pause_s": 0})
+    with Brain(local) as b:
+        zk = b.memory.add("kafka consumer lag alarms page the on-call", None).note["zk_id"]
+    with FakeEmbeddings(dimension=64) as server:
+        remote = load_settings(home=home, embedding={
+            "provider": "openai", "model": "fake-embed", "dimension": 64,
+            "base_url": server.base_url, "rebuild_pause_s": 0})
+        with Brain(remote) as b:
+            assert b.pending_model == "openai:fake-embed"
+            est = b.model_switch.estimate()
+            assert est["dimension"] == 64 and est["tokens"] > 0
+            b.model_switch.switch()
+            out = b.model_switch.wait(60)
+            assert out["rebuild"]["status"] == "complete" and out["pending_switch"] is None
+            assert b.meta.dimension == 64 and b.pending_model is None
+            assert b.memory.search("kafka consumer lag", 3, stamp=False)[0]["zk_id"] == zk
+        with Brain(remote) as b:  # a start opens generation 2 on the endpoint's model
+            assert b.meta.model == "openai:fake-embed" and b.pending_model is None
+            assert b.memory.search("kafka consumer lag", 3, stamp=False)[0]["zk_id"] == zk

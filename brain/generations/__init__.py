@@ -2,9 +2,14 @@
 
 from brain.generations.live import Gate, SwitchableEmbedder, TrackedStore
 from brain.generations.service import ModelSwitch, SwitchConfig, SwitchDeps
-from brain.generations.state import GenerationState, Target, active_generation
+from brain.generations.state import (
+    GenerationState,
+    Target,
+    active_dimension,
+    active_generation,
+)
 
 __all__ = [
     "Gate", "GenerationState", "ModelSwitch", "SwitchConfig", "SwitchDeps", "SwitchableEmbedder",
-    "Target", "TrackedStore", "active_generation",
+    "Target", "TrackedStore", "active_dimension", "active_generation",
 ]

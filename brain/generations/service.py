@@ -74,8 +74,8 @@ class ModelSwitch:
     def attach(self) -> None:
         """Put the write log under the store's guard; an interrupted rebuild is paused."""
         s = self.state
-        if not s.active_model:
-            s.active_model = self.d.meta.model
+        s.active_model = s.active_model or self.d.meta.model
+        s.active_dimension = s.active_dimension or self.d.meta.dimension
         rb = s.rebuild
         if rb is not None and rb.status in ("queued", "running"):
             rb.status, rb.reason = "paused", "interrupted: the process stopped mid-rebuild; " \
@@ -315,6 +315,7 @@ class ModelSwitch:
             d.meta.data.update(payload)
             self.previous = old
             s.active, s.active_model = gen, model
+            s.active_dimension = reembed.embedder.dimension
             s.previous, s.previous_model = old_gen, old_model
             s.previous_dimension = old_dimension
             if s.rebuild is not None and rebuilder is not None:

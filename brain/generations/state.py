@@ -67,6 +67,7 @@ class Rebuild:
 class GenerationState:
     active: int = 1
     active_model: str = ""
+    active_dimension: int = 0  # the store is opened with it, whatever model is configured
     previous: int | None = None
     previous_model: str = ""
     previous_dimension: int = 0
@@ -97,6 +98,7 @@ def load(home: Path) -> GenerationState:
         rebuild = Rebuild(**rb)
     return GenerationState(
         active=int(data.get("active", 1)), active_model=str(data.get("active_model", "")),
+        active_dimension=int(data.get("active_dimension", 0)),
         previous=data.get("previous"), previous_model=str(data.get("previous_model", "")),
         previous_dimension=int(data.get("previous_dimension", 0)),
         rebuild=rebuild,
@@ -118,6 +120,12 @@ def save(home: Path, state: GenerationState) -> None:
 def active_generation(home: Path) -> int:
     """The generation a start opens (``<collection>_g<N>``)."""
     return load(home).active
+
+
+def active_dimension(home: Path) -> int:
+    """The active generation's vector size (0: not recorded yet, a brain that never ran this
+    version): a configured model of another size is a pending switch, not a store to re-make."""
+    return load(home).active_dimension
 
 
 class DirtyLog:
