@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -301,27 +301,34 @@ class ModelSwitch:
             store.upsert([Point(META_ID, payload)])
             store.flush()
             old, old_gen, old_model = self.tracked.inner, s.active, d.meta.model
-            old_dimension = d.meta.dimension
-            d.embedder.switch(reembed.embedder)
-            active = Reembedder(reembed.embedder, model, self.cfg.pool_long_text)
+            dim = reembed.embedder.dimension
+            done = replace(s, active=gen, active_model=model, active_dimension=dim,
+                           previous=old_gen, previous_model=old_model,
+                           previous_dimension=d.meta.dimension)
+            if s.rebuild is not None and rebuilder is not None:
+                done.rebuild = replace(s.rebuild, status="complete", reason="",
+                                       finished_at=d.now())
             back = st.DirtyLog.for_generation(d.home, old_gen)
             back.remove()
+            st.save(d.home, done)  # the decision: from here on a start opens generation gen
+            manifest = integrity.Manifest(d.home, integrity.store_location(store, d.home))
+            try:
+                manifest.save(int(store.count(None)))
+            except OSError as exc:  # a start records a new baseline for the new location
+                log.warning("cannot record the new generation in the manifest: %s", exc)
+            # Nothing below can fail: the pointers move together, under the hold.
+            d.embedder.switch(reembed.embedder)
+            active = Reembedder(reembed.embedder, model, self.cfg.pool_long_text)
             self.tracked = TrackedStore(store, back, epoch=d.embedder.epoch, model=model,
                                         reembed=active, previous=old)
             d.guarded.inner = self.tracked
-            d.guarded.manifest = integrity.Manifest(
-                d.home, integrity.store_location(store, d.home))
-            d.guarded.manifest.save(int(store.count(None)))
+            d.guarded.manifest = manifest
             d.meta.data.update(payload)
             self.previous = old
-            s.active, s.active_model = gen, model
-            s.active_dimension = reembed.embedder.dimension
-            s.previous, s.previous_model = old_gen, old_model
-            s.previous_dimension = old_dimension
-            if s.rebuild is not None and rebuilder is not None:
-                s.rebuild.status, s.rebuild.finished_at = "complete", d.now()
-                s.rebuild.reason = ""
-            st.save(d.home, s)
+            rb = s.rebuild
+            s.__dict__.update({k: v for k, v in done.__dict__.items() if k != "rebuild"})
+            if rb is not None and done.rebuild is not None and rebuilder is not None:
+                rb.status, rb.reason, rb.finished_at = "complete", "", done.rebuild.finished_at
             dirty.remove()
             d.on_swap(model)
         log.info("embedding model switched: %s (generation %d) -> %s (generation %d)",
