@@ -135,6 +135,13 @@ def test_switch_rebuilds_notes_sources_and_documents(gb: Brain, new: Permuted,
     _all_stamped(gb, new.record.id)
     hit = gb.memory.search("n 3 note about topic3", 1, stamp=False)
     assert hit and hit[0]["zk_id"] == zks[3]
+    # The source's files count as embedded with the new model: a sync re-embeds nothing.
+    sid = gb.sources.registry.list()[0].id
+    assert {s.embed_model for s in gb.sources.registry.file_states(sid).values()} == {
+        new.record.id}
+    embedded = new.texts
+    assert gb.sources.sync("src", wait=True, timeout=60)["status"] == "done"
+    assert new.texts == embedded
     assert gb.files.search("payment queue replay worker", 3)
     stats = gb.stats()["model"]
     assert stats["active"] == new.record.id and stats["generations"]["active"] == 2

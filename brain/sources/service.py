@@ -82,6 +82,7 @@ class SourcesService:
         """After a model switch's swap: stamp, and reuse vectors of, the new model only."""
         self.deps = replace(self.deps, model_id=model_id)
         self.indexer.model_id = model_id
+        self.registry.restamp_model(model_id)
 
     @property
     def caller(self) -> Identity:
