@@ -28,7 +28,7 @@ from brain.embedder import Embedder
 from brain.errors import ActionInProgress, Conflict, InvalidArgument
 from brain.generations import state as st
 from brain.generations.live import Gate, SwitchableEmbedder, TrackedStore
-from brain.generations.rebuild import Pace, Rebuilder, Reembedder, dense_text
+from brain.generations.rebuild import Pace, Rebuilder, Reembedder, dense_text, take_over
 from brain.store_meta import META_ID, StoreMeta
 from brain.vector_store import Filter, Match, Point, VectorStore
 
@@ -336,8 +336,6 @@ class ModelSwitch:
 
 
 def _drain(dirty: st.DirtyLog, source: Any, target: VectorStore, reembed: Reembedder) -> None:
-    from brain.generations.rebuild import take_over
-
     ids, upto = dirty.read()
     for i in range(0, len(ids), 64):
         take_over(ids[i : i + 64], source, target, reembed)
