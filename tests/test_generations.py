@@ -416,3 +416,41 @@ def test_switch_to_the_loopback_endpoint_changes_dimension(home: Path) -> None:
         with Brain(remote) as b:  # a start opens generation 2 on the endpoint's model
             assert b.meta.model == "openai:fake-embed" and b.pending_model is None
             assert b.memory.search("kafka consumer lag", 3, stamp=False)[0]["zk_id"] == zk
+
+
+async def test_tool_calls_through_a_switch(gb: Brain, new: Permuted) -> None:
+    """search_memory and add_memory over MCP while the rebuild runs and swaps: no error, every
+    search finds its note, every note added meanwhile is found after."""
+    import anyio
+    from fastmcp import Client
+
+    from mcp_server import create_server
+
+    texts = [f"tool {i} note about gadget{i} and part{i * 5}" for i in range(30)]
+    for t in texts:
+        gb.memory.add(t, None)
+    gb.model_switch.cfg = type(gb.model_switch.cfg)(batch=4, pause_s=0.02)
+    added: list[tuple[str, str]] = []
+    async with Client(create_server(brain=gb)) as c:
+        gb.model_switch.switch(_target(new))
+        i = 0
+        while gb.model_switch.rebuilder is not None and i < 400:
+            t = texts[i % len(texts)]
+            res = await c.call_tool("search_memory", {"query": t, "top_k": 1})
+            assert res.structured_content is not None
+            assert res.structured_content["results"][0]["title"].startswith(t[:20]), t
+            if i % 5 == 0:
+                text = f"added {i} during the switch widget{i}"
+                res = await c.call_tool("add_memory", {"content": text})
+                assert res.structured_content is not None
+                added.append((res.structured_content["note"]["zk_id"], text))
+            i += 1
+            await anyio.sleep(0)
+        assert gb.model_switch.wait(60)["rebuild"]["status"] == "complete"
+        assert added  # the calls ran while it rebuilt
+        for zk, text in added:
+            res = await c.call_tool("search_memory", {"query": text, "top_k": 3,
+                                                      "detail": "full"})
+            assert res.structured_content is not None
+            assert zk in [h["zk_id"] for h in res.structured_content["results"]], text
+    _all_stamped(gb, new.record.id)
