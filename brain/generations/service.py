@@ -74,13 +74,15 @@ class ModelSwitch:
     def attach(self) -> None:
         """Put the write log under the store's guard; an interrupted rebuild is paused."""
         s = self.state
+        before = s.as_dict()
         s.active_model = s.active_model or self.d.meta.model
         s.active_dimension = s.active_dimension or self.d.meta.dimension
         rb = s.rebuild
         if rb is not None and rb.status in ("queued", "running"):
             rb.status, rb.reason = "paused", "interrupted: the process stopped mid-rebuild; " \
                 "`brain model resume` carries on from the last finished batch"
-        st.save(self.d.home, s)
+        if s.as_dict() != before:
+            st.save(self.d.home, s)
         self.tracked = TrackedStore(self.d.guarded.inner, self._dirty(),
                                     epoch=self.d.embedder.epoch, model=self.d.meta.model)
         self.d.guarded.inner = self.tracked
