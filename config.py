@@ -14,14 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -100,6 +93,17 @@ class EmbeddingSettings(_Section):
         ge=0,
         description="Remote embedding tokens per UTC day (paid endpoints); once reached, sync and "
         "note writes pause with EMBEDDING_TOKEN_CAP_REACHED until 00:00 UTC; 0 = no cap",
+    )
+
+    rebuild_batch: int = Field(
+        32, ge=1, le=1024,
+        description="Model switch (`brain model switch`): points re-embedded per batch of the "
+        "background rebuild; each batch is checkpointed",
+    )
+    rebuild_pause_s: float = Field(
+        0.2, ge=0, le=60,
+        description="Model switch: pause between rebuild batches, so live searches keep their "
+        "speed (bench: python -m bench --only rebuild)",
     )
 
     @model_validator(mode="after")

@@ -30,7 +30,7 @@ from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from brain.presentation import present, with_answer  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
-from mcp_surface import agentic, files, fs, health, sources, workflow  # noqa: E402
+from mcp_surface import agentic, files, fs, health, models, sources, workflow  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
     Detail,
     OptProject,
@@ -77,6 +77,13 @@ INSTRUCTIONS = (
     "know; add_memory for decisions, mistakes, fixes and context worth keeping; get_related "
     "to follow links. See AGENTS.md for the full protocol."
 )
+
+
+def _gated(fn: Callable[[Brain], T], b: Brain) -> T:
+    """A tool call holds the generation gate shared: a model switch's swap never lands inside
+    one, so a query embedded by one model never runs against the other's generation."""
+    with b.gate.shared():
+        return fn(b)
 
 
 class _State:
@@ -135,7 +142,7 @@ def create_server(
         caller = tenancy.caller(tenancy.settings_identity(b.settings))
         try:
             with acting_as(caller):  # worker threads inherit it: anyio copies the context
-                return as_text(await anyio.to_thread.run_sync(functools.partial(fn, b)))
+                return as_text(await anyio.to_thread.run_sync(functools.partial(_gated, fn, b)))
         except BrainError as exc:
             raise CodedToolError.of(exc) from exc
 
@@ -258,7 +265,7 @@ def create_server(
 
 # Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
 # a group that is missing or fails to import stops the server instead of vanishing.
-TOOL_GROUPS = (workflow, agentic, sources, files, health, fs)
+TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models)
 
 
 def main(argv: list[str] | None = None) -> None:

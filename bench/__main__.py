@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="locomo,cosqa,speed,llm,tokens",
         help="comma-separated subset of locomo,cosqa,speed,llm,tokens (and, only when named, "
         "health: integrity scan time at 100k notes; hype: HyPE plumbing on LoCoMo dev with a "
-        "loopback stub model)",
+        "loopback stub model; rebuild: a model switch's cost)",
     )
     p.add_argument(
         "--merge",
@@ -193,6 +193,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
         ctx.log("integrity scan at scale ...")
         results["health"] = await asyncio.to_thread(health.run, ctx.scratch, args.quick, ctx.log)
+        checkpoint()
+    if "rebuild" in only:
+        from bench import rebuild
+
+        ctx.log("model switch: rebuild generation ...")
+        results["rebuild"] = await asyncio.to_thread(rebuild.run, ctx.scratch, args.quick,
+                                                     ctx.log)
         checkpoint()
     if "llm" in only:
         from bench.agentic import measure_add_latency

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from brain import integrity, rerank
+from brain import generations, integrity, report, rerank
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
@@ -35,6 +35,7 @@ from brain.embed_remote import (
 from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable, StoreError
 from brain.files.service import FilesService
+from brain.generations.wiring import build_switch
 from brain.graph import LinkGraph
 from brain.health import HealthConfig, HealthDeps, HealthService, HotFiles
 from brain.health.repair import Embedders
@@ -92,6 +93,8 @@ class Brain:
         self._embedder = embedder
         self.bm25 = BM25Encoder()
         self.pending_model: str | None = None
+        self.gate = generations.Gate()  # tool calls share it; a model swap holds it alone
+        self.embedder_factory: Callable[[Any], Embedder] | None = None  # tests: switch models
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._opened = False
@@ -111,8 +114,9 @@ class Brain:
         embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
                                                     s.embedding.backend, self._endpoint())
         raw = self._store or build_store(
-            home=self.home, collection=f"{s.qdrant.collection}_g1", url=s.qdrant.url,
-            api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
+            home=self.home,
+            collection=f"{s.qdrant.collection}_g{generations.active_generation(self.home)}",
+            url=s.qdrant.url, api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
             local_path=s.qdrant.local_path, index_min_vectors=s.index.min_unindexed,
         )
         integrity.check_present(self.home, raw)
@@ -121,10 +125,12 @@ class Brain:
         space.require("open the store", extra=integrity.space_to_open(raw))
         if self._store is None and (s.qdrant.url or s.qdrant.local_path):
             raw = self._open_server_or_standin(raw, embedder.dimension)
-        else:
-            integrity.open_store(self.home, raw, embedder.dimension)
+        else:  # the store's own size: another configured model is a pending switch
+            integrity.open_store(self.home, raw,
+                                 generations.active_dimension(self.home) or embedder.dimension)
         try:
-            self.embedder = self._load_records(raw, space, embedder)
+            self.embedder = generations.SwitchableEmbedder(
+                self._load_records(raw, space, embedder), self.gate)
         except BaseException:
             raw.close()  # refused: release the shard so a restore can work on it
             raise
@@ -133,6 +139,7 @@ class Brain:
             self.bm25,
         )
         self.memory.reranker = reranker
+        self.model_switch.attach()
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
         self._start_thread("access-stamper", self._stamper)
@@ -253,6 +260,24 @@ class Brain:
 
     # ---------------------------------------------------------------- services
     # Built on first use, each from its collaborators and its own settings section.
+
+    @functools.cached_property
+    def model_switch(self) -> generations.ModelSwitch:
+        s = self.settings
+        return build_switch(
+            home=self.home, qdrant=s.qdrant, embedding=s.embedding,
+            index_min_vectors=s.index.min_unindexed, guarded=self._guarded,
+            embedder=cast(generations.SwitchableEmbedder, self.embedder), meta=self.meta,
+            gate=self.gate,
+            endpoint=self._endpoint(), pending=lambda: self.pending_model,
+            on_swap=self._model_swapped, pool_long_text=s.memory.pool_long_text,
+            now=lambda: iso(self.clock.now()), embedder_factory=self.embedder_factory)
+
+    def _model_swapped(self, model: str) -> None:
+        self.pending_model = None if self.pending_model == model else self.pending_model
+        for name in ("sources", "files"):
+            if name in self.__dict__:
+                getattr(self, name).use_model(model)
 
     @functools.cached_property
     def identity(self) -> Identity:
@@ -499,7 +524,7 @@ class Brain:
                 log.exception("housekeeping failed")
 
     def _warm_up(self) -> None:
-        if isinstance(self.embedder, RemoteEmbedder):
+        if isinstance(getattr(self.embedder, "inner", self.embedder), RemoteEmbedder):
             return  # nothing to load, and a call to a paid endpoint costs
         try:
             self.embedder.embed_query("warm up")
@@ -524,6 +549,7 @@ class Brain:
         if not self._opened:
             return
         self._stop.set()
+        self.model_switch.close()
         self._stop_background()
         for t in self._threads:
             t.join(timeout=10)
@@ -543,37 +569,11 @@ class Brain:
 
     # ---------------------------------------------------------------- reporting
     def capabilities(self) -> dict[str, Any]:
-        """brain_capabilities: the chat model and enrichment queue (agentic), plus the
-        reranker, the storage backend and what runs degraded (each with why)."""
-        out = self.agentic.status()
+        """brain_capabilities (brain/report.py)."""
         info = self.store.info()
-        embedding = embedding_status(self.embedder)
-        degraded: list[dict[str, str]] = []
-        if not out["llm"]["configured"]:
-            degraded.append({"part": "llm", "why": "no chat model configured: enrichment is "
-                             "heuristic and deep_search does not rewrite queries"})
-        if out["llm"].get("paused_by_cap"):
-            degraded.append({"part": "llm", "why": "the daily LLM token cap is reached"})
-        if embedding.get("paused_by_cap"):
-            degraded.append({"part": "embedding", "why": "the daily embedding token cap is "
-                             "reached"})
-        if self.pending_model:
-            degraded.append({"part": "embedding", "why": f"a switch to {self.pending_model} "
-                             "is pending; searches use the active model"})
-        backend = Probe.state_of(self.probe, info.backend)
-        if backend["degraded"]:
-            degraded.append({"part": "storage", "why": "the Qdrant server did not answer at "
-                             "start: serving from the embedded stand-in, writes journaled"})
-        return {
-            **out,
-            "reranker": (self.memory.reranker.status() if self.memory.reranker is not None
-                         else {"enabled": False, "order": "fusion"}),
-            "storage": {"backend": info.backend, "location": info.location,
-                        "points": info.points, **backend},
-            "embedding": {k: embedding[k] for k in ("provider", "model", "dimension")
-                          if k in embedding},
-            "degraded": degraded,
-        }
+        return report.capabilities(
+            self.agentic.status(), info, embedding_status(self.embedder), self.pending_model,
+            Probe.state_of(self.probe, info.backend), self.memory.reranker)
 
     def stats(self) -> dict[str, Any]:
         info = self.store.info()
@@ -586,11 +586,11 @@ class Brain:
                 "active": self.meta.model,
                 "dimension": self.meta.dimension,
                 "pending_switch": self.pending_model,
+                "generations": self.model_switch.status(),
             },
             "embedding": embedding_status(self.embedder),
             "data_dir": str(self.home),
-            "rerank": (self.memory.reranker.status() if self.memory.reranker is not None
-                       else {"enabled": False, "order": "fusion"}),
+            "rerank": report.reranker_status(self.memory.reranker),
             "capabilities": self.agentic.status(),
             "index": self.index_maintenance.status(),
         }

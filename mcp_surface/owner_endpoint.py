@@ -33,6 +33,8 @@ from starlette.responses import JSONResponse
 
 from brain import owner as own
 from brain import paths
+from brain.errors import BrainError
+from brain.generations.wiring import run_command
 from brain.identity import Identity, acting_as
 from brain.notes import public_note
 from brain.owner_report import report
@@ -122,6 +124,22 @@ class OwnerEndpoint:
             if not own.same_token(auth.removeprefix("Bearer ").strip(), verifier.token):
                 return JSONResponse({"error": "unauthorized"}, status_code=401)
             data = await anyio.to_thread.run_sync(self.status_report)
+            return JSONResponse(data)
+
+        @sibling.custom_route("/model", methods=["POST"])
+        async def model(request: Request) -> JSONResponse:
+            """``brain model ...`` while this process owns the data dir (owner token only)."""
+            auth = request.headers.get("authorization", "")
+            if not own.same_token(auth.removeprefix("Bearer ").strip(), verifier.token):
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            body = await request.json()
+            try:
+                data = await anyio.to_thread.run_sync(lambda: run_command(
+                    self.state.brain.model_switch, str(body.get("command", "")),
+                    str(body.get("model") or ""), int(body.get("dimension") or 0),
+                    str(body.get("provider") or "local"), float(body.get("timeout_s") or 0)))
+            except BrainError as exc:
+                return JSONResponse({"error": exc.code, "message": exc.message}, status_code=409)
             return JSONResponse(data)
 
         self._app = sibling.http_app(path="/mcp", json_response=True)

@@ -397,7 +397,7 @@ def test_local_models_report_their_embedding_status(brain: Brain) -> None:
     emb = brain.stats()["embedding"]
     assert emb == {"provider": "hash", "model": "offline/hash-384", "dimension": 384,
                    "paused_by_cap": False}
-    assert isinstance(brain.embedder, HashEmbedder)
+    assert isinstance(brain.embedder.inner, HashEmbedder)  # under the model switch's proxy
 
 
 def test_an_hf_token_set_for_chat_serves_hf_embedding_and_says_so(home: Path) -> None:

@@ -422,3 +422,14 @@ def test_the_start_sweep_rewrites_questions_an_offline_update_dropped(
     again = open_brain()
     assert again.agentic.drain(20)
     assert [q["question"] for q in _questions(again, zk)] == NEW_NUMPY_Q
+
+
+def test_a_model_switch_re_embeds_a_question_from_its_text() -> None:
+    """The rebuild of a model switch (brain/generations) embeds a HyPE point's question again,
+    not nothing: a question point without a vector would be lost to search after the swap."""
+    from brain.generations.rebuild import dense_text
+    from brain.memory.hype import hype_payload
+
+    note = {"zk_id": "zk-1", "project": "p", "user_id": "u", "agent_id": "a"}
+    payload = hype_payload(note, 0, "Which queue drains the payments?", "m", "llm", 0.0)
+    assert dense_text(payload) == "Which queue drains the payments?"

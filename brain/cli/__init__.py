@@ -15,6 +15,7 @@ from brain.cli import (
     health,
     install,
     maintenance,
+    model,
     owner,
     seed,
     serve,
@@ -24,7 +25,8 @@ from brain.cli import (
 from brain.cli.common import open_brain, print_json
 from brain.errors import BrainError
 
-COMMANDS = (serve, maintenance, health, seed, sources, files, bench, owner, snapshots, install)
+COMMANDS = (serve, maintenance, health, seed, sources, files, bench, owner, snapshots, install,
+            model)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -98,6 +98,11 @@ class FilesService:
             keeper=self.keeper, cfg=cfg, redact_secrets=deps.redact_secrets,
             write_lock=self._write_lock, stop=self._stop,
         )  # fmt: skip
+
+    def use_model(self, model_id: str) -> None:
+        """After a model switch's swap: stamp, and search, the new model's points."""
+        self.deps = replace(self.deps, model_id=model_id)
+        self.worker.model_id = model_id
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:

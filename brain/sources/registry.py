@@ -287,6 +287,12 @@ class Registry:
         with self._lock, self._db:
             self._db.executemany("DELETE FROM files WHERE source_id = ? AND rel = ?", rows)
 
+    def restamp_model(self, model_id: str) -> None:
+        """After a model switch's swap: the points of every file were embedded again with
+        ``model_id``, so an unchanged file needs no new sync."""
+        with self._lock, self._db:
+            self._db.execute("UPDATE files SET embed_model = ?", (model_id,))
+
     def clear_states(self, source_id: str) -> int:
         with self._lock, self._db:
             cur = self._db.execute("DELETE FROM files WHERE source_id = ?", (source_id,))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -77,6 +77,12 @@ class SourcesService:
         )
         # Removed sources, so their jobs stay visible to their owner and no one else.
         self._gone: dict[str, SourceRecord] = {}
+
+    def use_model(self, model_id: str) -> None:
+        """After a model switch's swap: stamp, and reuse vectors of, the new model only."""
+        self.deps = replace(self.deps, model_id=model_id)
+        self.indexer.model_id = model_id
+        self.registry.restamp_model(model_id)
 
     @property
     def caller(self) -> Identity:

@@ -242,6 +242,8 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
         "health_gc": [{"dry_run": True}, {"dry_run": False},
                       {"dry_run": False, "expect": [src, doc, note]}],
         "health_repair": [{"dry_run": True}, {"dry_run": False}],
+        "model_status": [{}],
+        "model_estimate": [{}, {"model": "offline/hash-384", "dimension": 64}],
     }
 
 

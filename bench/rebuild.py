@@ -1,0 +1,130 @@
+"""Model switch cost: ``python -m bench.rebuild --notes 2000`` (or ``python -m bench --only
+rebuild``).
+
+A fresh Edge store is bulk-filled with synthetic notes on the offline hash model, then switched
+to the local all-MiniLM-L6-v2 by a rebuild generation at the default pace
+(``embedding.rebuild_batch`` / ``rebuild_pause_s``). Measured:
+
+- the rebuild's wall time against embedding the same note texts alone with the same model
+  (issue 16 target: at most 1.3x, at the default pace and with no pause);
+- search_memory p50 while the rebuild runs against the same searches idle (target: at most
+  +30%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.speed import PROJECTS, synthetic_notes
+
+TARGET = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def _p50_ms(brain: Any, queries: list[str], stop: threading.Event | None = None,
+            limit: int = 200) -> float:
+    times: list[float] = []
+    i = 0
+    while i < limit and (stop is None or not stop.is_set()):
+        q = queries[i % len(queries)]
+        t = time.perf_counter()
+        with brain.gate.shared():
+            qvec = brain.embedder.embed_query(q).tolist()
+            brain.memory.search(q, 5, query_vector=qvec, stamp=False)
+        times.append((time.perf_counter() - t) * 1000)
+        i += 1
+    return round(statistics.median(times), 2) if times else 0.0
+
+
+def _searching(brain: Any, queries: list[str], stop: threading.Event,
+               out: list[float]) -> None:
+    out.append(_p50_ms(brain, queries, stop, 10**9))
+
+
+def _filled(home: Path, n: int, batch: int | None, pause_s: float | None, new: Any) -> Any:
+    from brain.app import Brain
+    from brain.bulk import BulkNote, bulk_add
+    from brain.embedder import REGISTRY, HashEmbedder
+    from config import load_settings
+
+    settings = load_settings(home=home)
+    settings.embedding.model = "offline/hash-384"
+    if batch is not None:
+        settings.embedding.rebuild_batch = batch
+    if pause_s is not None:
+        settings.embedding.rebuild_pause_s = pause_s
+    brain = Brain(settings, embedder=HashEmbedder(REGISTRY["offline/hash-384"]))
+    brain.embedder_factory = lambda _t: new
+    brain.open()
+    bulk_add(brain.memory, (BulkNote(x, project=f"proj-{i % PROJECTS}")
+                            for i, x in enumerate(synthetic_notes(n))), batch=1024)
+    return brain
+
+
+def measure(n: int, scratch: Path, log: Any = print) -> dict[str, Any]:
+    from brain.embedder import REGISTRY, build_embedder, embed_passages
+    from brain.generations import Target
+    from brain.memory.core import embed_text
+
+    new = build_embedder(REGISTRY[TARGET], backend="torch")
+    new.embed_query("warm up")
+    texts = synthetic_notes(n)
+    row: dict[str, Any] = {"notes": n, "model": TARGET}
+    t = time.perf_counter()
+    embed_passages(new, [embed_text({"content": x}) for x in texts])
+    row["embed_alone_s"] = round(time.perf_counter() - t, 2)
+    log(f"rebuild {n}: embedding alone {row['embed_alone_s']} s")
+    queries = [x[:60] for x in texts[:50]]
+    for label, pause in (("no_pause", 0.0), ("default_pace", None)):
+        brain = _filled(Path(tempfile.mkdtemp(dir=scratch)), n, None, pause, new)
+        try:
+            idle = _p50_ms(brain, queries)
+            stop = threading.Event()
+            t = time.perf_counter()
+            brain.model_switch.switch(Target(TARGET, 384))
+            busy: list[float] = []
+            # No pause: the rebuild alone (its cost against embedding alone); the default
+            # pace: with searches running, their p50.
+            th = threading.Thread(target=_searching, args=(brain, queries, stop, busy))
+            if label == "default_pace":
+                th.start()
+            brain.model_switch.wait(3600)
+            took = time.perf_counter() - t
+            stop.set()
+            if label == "default_pace":
+                th.join()
+            row[label] = {
+                "rebuild_s": round(took, 2),
+                "x_embed_alone": round(took / row["embed_alone_s"], 2),
+                "batch": brain.model_switch.cfg.batch, "pause_s": brain.model_switch.cfg.pause_s,
+            }
+            if busy:
+                row[label].update({
+                    "search_p50_idle_ms": idle, "search_p50_during_ms": busy[0],
+                    "p50_rise": round(busy[0] / idle - 1, 3) if idle else None})
+            log(f"rebuild {n} {label}: {row[label]}")
+        finally:
+            brain.close()
+    return row
+
+
+def run(scratch: Path, quick: bool, log: Any = print) -> dict[str, Any]:
+    return measure(500 if quick else 2000, scratch, log)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.rebuild")
+    p.add_argument("--notes", type=int, default=2000)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        print(json.dumps(measure(args.notes, Path(tmp)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
