@@ -84,13 +84,15 @@ def parent_hits(
     flt: Filter,
     limit: int,
     *,
-    user_id: str,
+    owner: Sequence[Any],
     model: str,
     fields: Sequence[str] | None = None,
 ) -> list[Hit]:
     """The notes passing ``flt`` whose questions are among the ``limit`` nearest to
-    ``qvec``; each scored max(its own cosine, its best question's cosine)."""
-    pre: list[Any] = [Match("kind", HYPE), Match("user_id", user_id), Match("embed_model", model)]
+    ``qvec``; each scored max(its own cosine, its best question's cosine). ``owner``: the
+    caller's tenancy conditions (brain/tenancy.py), narrowing the questions searched; the
+    notes themselves then pass the search's whole filter."""
+    pre: list[Any] = [Match("kind", HYPE), *owner, Match("embed_model", model)]
     project = _project(flt)
     if project is not None:
         pre.append(Match("project", project))

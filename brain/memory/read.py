@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from brain import tenancy
 from brain.errors import InvalidArgument
 from brain.limits import MAX_QUERY_CHARS
 from brain.memory import hype
@@ -64,7 +65,8 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
     n = max(limit, m.cfg.rerank_candidates) if reranker is not None else limit
     # Notes matched through their hypothetical questions (HyPE), under the same filter.
     extra = hype.parent_hits(m.store, qvec, flt, max(n, m.cfg.policy.candidates),
-                             user_id=m.identity.user_id, model=m.meta.model,
+                             owner=tenancy.conditions(m.identity, siblings=True),
+                             model=m.meta.model,
                              fields=LEG_FIELDS) if m.has_hype() else []
     cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra)
     if reranker is not None and len(cands) > 1:
