@@ -242,6 +242,9 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
         "health_gc": [{"dry_run": True}, {"dry_run": False},
                       {"dry_run": False, "expect": [src, doc, note]}],
         "health_repair": [{"dry_run": True}, {"dry_run": False}],
+        "health_collection": [{}, {"project": "general"}],
+        "health_rebuild_indexes": [{"dry_run": True}, {"dry_run": False}],
+        "health_quantization": [{"dry_run": True}, {"mode": "none", "dry_run": False}],
     }
 
 
