@@ -94,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only",
         default="locomo,cosqa,speed,llm,tokens",
         help="comma-separated subset of locomo,cosqa,speed,llm,tokens (and health: integrity "
-        "scan time at 100k notes, only when named)",
+        "scan time at 100k notes, and quantization: none vs int8, only when named)",
     )
     p.add_argument(
         "--merge",
@@ -187,6 +187,12 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
         results["speed"] = {"backend": backend}
         await speed.run(ctx, results["speed"], checkpoint)
+    if "quantization" in only:
+        from bench import quantization
+
+        ctx.log("quantization: none vs int8 (recall, speed, size) ...")
+        results["quantization"] = await quantization.run(ctx)
+        checkpoint()
     if "health" in only:
         from bench import health
 
