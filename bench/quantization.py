@@ -53,15 +53,21 @@ async def _rest(brain: Any, limit_s: float = 900.0) -> float:
     """Wait, doing nothing to the store, until the index worker has indexed it (or found
     nothing more to do)."""
     im = brain.index_maintenance
-    runs0 = im.runs + (1 if im.running else 0)
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < limit_s:
         state = brain.store.index_state()
+        # At rest: few unindexed vectors, or the worker has run and sees nothing more to do
+        # (Edge may leave its newest segment below the threshold unindexed).
         if not im.running and ((state.unindexed or 0) < im.config.min_unindexed
-                               or im.runs > runs0):
+                               or (im.runs > 0 and im.reason(state) is None)):
             break
         await asyncio.sleep(0.2)
     return round(time.perf_counter() - t0, 1)
+
+
+def _brief_index(index: Any) -> dict[str, Any]:
+    keys = ("points", "indexed", "unindexed", "segments")
+    return {k: index.get(k) for k in keys} if isinstance(index, dict) else {}
 
 
 async def _switch(client: Any, mode: str) -> dict[str, Any]:
@@ -96,7 +102,8 @@ async def _locomo(ctx: BenchContext) -> dict[str, Any]:
                 if mode != "none":
                     out[f"switch_{mode}"] = await _switch(client, mode)
                 table = await locomo._evaluate(client, convs, maps, "turn", "search_memory")
-                out[mode] = table.get("test", table["all"])
+                out[mode] = {**table.get("test", table["all"]), "index": _brief_index(
+                    (await call(client, "brain_stats", {})).get("index"))}
                 ctx.log(f"quantization locomo {mode}: {out[mode]}")
     finally:
         brain.close()
@@ -124,7 +131,8 @@ async def _cosqa(ctx: BenchContext) -> dict[str, Any]:
                 table = await cosqa._rank_all(client, "search_memory", test,
                                               {"project": cosqa.PROJECT, "top_k": 10}, "zk_id",
                                               id_of)
-                out[mode] = table.get("test", table)
+                out[mode] = {**table.get("test", table), "index": _brief_index(
+                    (await call(client, "brain_stats", {})).get("index"))}
                 ctx.log(f"quantization cosqa {mode}: {out[mode]}")
     finally:
         brain.close()
@@ -164,7 +172,7 @@ async def _speed(ctx: BenchContext, n: int, queries: int) -> dict[str, Any]:
                                        if store_dir.is_dir() else None)
                 row["rss_mb"] = _rss_mb()
                 row["rss_growth_mb"] = round(row["rss_mb"] - rss0, 1)
-                row["index"] = (await call(client, "brain_stats", {})).get("index")
+                row["index"] = _brief_index((await call(client, "brain_stats", {})).get("index"))
                 out[mode] = row
                 ctx.log(f"quantization speed {n} {mode}: all p50 "
                         f"{row['search_all_ms']['p50']} ms, project p50 "

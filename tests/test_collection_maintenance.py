@@ -142,6 +142,7 @@ def test_quantization_switch_on_edge(indexed_brain: Brain) -> None:
     rep = b.health.collection()
     assert rep["quantization"]["differs"]  # the setting still says none
     assert rep["quantization"]["store"] == "int8" and not rep["quantization"]["incomplete"]
+    assert b.stats()["index"]["quantization"] == "int8"  # brain_stats shows it
     # Writes go on after the switch.
     b.memory.add("a note written after the switch", "p")
     assert b.memory.search("written after the switch", 3, RecallFilter(project="p"))
