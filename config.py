@@ -380,9 +380,11 @@ class IndexSettings(_Section):
         5000, ge=1, description="Optimize once this many dense vectors are outside the HNSW index"
     )
     max_segments: int = Field(16, ge=1, description="Optimize when the store has more segments")
-    max_deleted_share: float = Field(
-        0.2, gt=0, le=1, description="Optimize when deleted points exceed this share of all"
-    )
+    max_deleted_share: float = Field(0.2, gt=0, le=1, description="Optimize when deleted points "
+                                     "exceed this share of all")
+    quantization: Literal["none", "int8"] = Field("none", description="Dense vector "
+        "quantization of a new store (int8: scalar, searched with rescoring); an existing "
+        "store keeps its own until health_quantization switches it")  # fmt: skip
 
 
 class StorageSettings(_Section):

@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="locomo,cosqa,speed,llm,tokens",
         help="comma-separated subset of locomo,cosqa,speed,llm,tokens (and, only when named, "
         "health: integrity scan time at 100k notes; hype: HyPE plumbing on LoCoMo dev with a "
-        "loopback stub model; rebuild: a model switch's cost)",
+        "loopback stub model; rebuild: a model switch's cost; quantization: none vs int8)",
     )
     p.add_argument(
         "--merge",
@@ -188,6 +188,12 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
         results["speed"] = {"backend": backend}
         await speed.run(ctx, results["speed"], checkpoint)
+    if "quantization" in only:
+        from bench import quantization
+
+        ctx.log("quantization: none vs int8 (recall, speed, size) ...")
+        results["quantization"] = await quantization.run(ctx)
+        checkpoint()
     if "health" in only:
         from bench import health
 

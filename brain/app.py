@@ -118,6 +118,7 @@ class Brain:
             collection=f"{s.qdrant.collection}_g{generations.active_generation(self.home)}",
             url=s.qdrant.url, api_key=s.qdrant.api_key, prefer_grpc=s.qdrant.prefer_grpc,
             local_path=s.qdrant.local_path, index_min_vectors=s.index.min_unindexed,
+            quantization=s.index.quantization,
         )
         integrity.check_present(self.home, raw)
         # Before Edge creates or maps a file: a page written on a full disk is a SIGBUS.
@@ -229,7 +230,8 @@ class Brain:
         self._guarded = integrity.GuardedStore(raw, space, manifest)
         self.store = self._guarded
         self.meta = StoreMeta(self.store)
-        self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()))
+        self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()),
+                               quantization=self.store.quantization() or s.index.quantization)
         if self.meta.model != embedder.record.id:
             # Never mix vectors: keep embedding with the model that built the store.
             self.pending_model = embedder.record.id
@@ -441,7 +443,9 @@ class Brain:
             queues=self._queue_depths,
             model=lambda: {"active": self.meta.model, "pending_switch": self.pending_model},
             graph_changed=self.meta.mark_graph_dirty, save_graph=self.save_graph,
-            hot_files=self.hot_files,
+            hot_files=self.hot_files, quantization=self.settings.index.quantization,
+            recorded_quantization=lambda: self.meta.quantization,
+            record_quantization=lambda mode: self.meta.set(quantization=mode),
         )
         return HealthService(deps, HealthConfig(sample_ids=h.sample_ids,
                                                 duplicate_threshold=h.duplicate_threshold))

@@ -31,7 +31,9 @@ Hierarchy::
     ├── ChangeNotFound              CHANGE_NOT_FOUND: no journalled change of that id for the caller
     ├── DiskFull                    DISK_FULL: not enough free space; the write was refused
     ├── StoreDamaged                STORE_DAMAGED: the store lost data; restore a snapshot
-    └── ActionInProgress            ACTION_IN_PROGRESS: the same maintenance run is going on
+    ├── ActionInProgress            ACTION_IN_PROGRESS: the same maintenance run is going on
+    └── NotSupported                NOT_SUPPORTED: the backend cannot do this; the message says
+                                    what to use instead
 """
 
 from __future__ import annotations
@@ -144,6 +146,10 @@ class StoreDamaged(BrainError):
 
 class ActionInProgress(Conflict):
     code = "ACTION_IN_PROGRESS"
+
+
+class NotSupported(BrainError):
+    code = "NOT_SUPPORTED"
 
 
 class PathExcluded(Forbidden):

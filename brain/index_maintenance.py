@@ -138,7 +138,9 @@ class IndexMaintenance:
         """The index section of brain_stats."""
         state = self.store.index_state()
         steps = getattr(self.store, "last_optimize", None)
+        quantization = getattr(self.store, "quantization", None)  # none / int8; None: keeps none
         return {
+            "quantization": quantization() if callable(quantization) else None,
             **state.as_dict(),
             "running": self.running or state.optimizing,
             "enabled": self.config.enabled,

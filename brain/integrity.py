@@ -396,6 +396,16 @@ class GuardedStore:
         state: IndexState = self.inner.index_state()
         return state
 
+    def rebuild_index(self, name: str) -> None:
+        with self._lock:
+            self.space.check_write("index the store")
+            self.inner.rebuild_index(name)
+
+    def set_quantization(self, mode: str, hold: Hold | None = None) -> dict[str, Any]:
+        """Like optimize: the rebuild works on a copy of an embedded shard."""
+        self.space.require("rebuild the store", extra=store_bytes(self.inner))
+        return dict(self.inner.set_quantization(mode, hold or self.paused))
+
     def optimize(self, hold: Hold | None = None) -> bool:
         """Optimize with writes (and snapshots) held off only for its copy and swap steps."""
         # The copy of an embedded shard needs its size again on disk.

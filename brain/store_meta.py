@@ -22,14 +22,18 @@ class StoreMeta:
         self.data: dict[str, Any] = {}
         self._graph_dirty = False
 
-    def load_or_init(self, model: str, dimension: int, created: str) -> bool:
-        """Read the record; write one for a new store. True when the store is new."""
+    def load_or_init(self, model: str, dimension: int, created: str,
+                     quantization: str | None = None) -> bool:
+        """Read the record; write one for a new store. True when the store is new.
+        ``quantization``: the mode the new store was created with (None: not recorded)."""
         pts = self.store.retrieve([META_ID])
         if pts:
             self.data = dict(pts[0].payload)
             return False
         self.data = {"kind": "meta", "model": model, "dimension": dimension, "created": created,
                      "generation": 1, "graph_seq": 0}
+        if quantization is not None:
+            self.data["quantization"] = quantization
         self.store.upsert([Point(META_ID, self.data)])
         return True
 
@@ -40,6 +44,12 @@ class StoreMeta:
     @property
     def dimension(self) -> int:
         return int(self.data.get("dimension", 0))
+
+    @property
+    def quantization(self) -> str | None:
+        """The quantization mode recorded at creation or by the last switch."""
+        q = self.data.get("quantization")
+        return str(q) if q is not None else None
 
     @property
     def graph_seq(self) -> int:

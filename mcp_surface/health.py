@@ -1,9 +1,11 @@
-"""Vector health tools: stats, integrity scan, duplicates and hot files (read-only), GC and
-repair (destructive, dry runs by default). Each covers what the caller may see."""
+"""Vector health tools: stats, integrity scan, duplicates, hot files and the collection report
+(read-only), GC, repair, index rebuild and quantization switch (destructive, dry runs by
+default). Each data report covers what the caller may see; the collection actions change the
+store's structure (indexes, quantization), never a point's data."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.types import ToolAnnotations
 from pydantic import Field
@@ -87,3 +89,29 @@ def register(mcp: Any, call: Any) -> None:
         Bounded by limit; run again to go on. ACTION_IN_PROGRESS while another run holds the
         project."""
         return await call(lambda b: b.health.repair(dry_run, project, limit))
+
+    @mcp.tool(annotations=PURE_READ)
+    async def health_collection(project: ScopeProject = None) -> dict[str, Any]:
+        """Collection report (read-only): payload indexes missing or with another schema
+        than declared, the store's quantization against [index] quantization (and the store
+        meta's record), points missing their BM25 vector. ``fix`` names the tool for each."""
+        return await call(lambda b: b.health.collection(project))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def health_rebuild_indexes(dry_run: DryRun = True) -> dict[str, Any]:
+        """Create again, with their declared settings, the payload indexes the collection
+        report lists as missing or different. Whole store; ACTION_IN_PROGRESS while another
+        health action runs."""
+        return await call(lambda b: b.health.rebuild_indexes(dry_run))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def health_quantization(
+        mode: Annotated[Literal["none", "int8"] | None, Field(
+            description="Target mode (default: the [index] quantization setting)")] = None,
+        dry_run: DryRun = True,
+    ) -> dict[str, Any]:
+        """Switch the store's dense vector quantization (int8: scalar, searched with
+        rescoring) and record it in the store. Rebuilds the store's segments (on Qdrant Edge
+        out of process, searches keep answering); NOT_SUPPORTED on qdrant-client local mode.
+        ACTION_IN_PROGRESS while another health action runs."""
+        return await call(lambda b: b.health.apply_quantization(mode, dry_run))

@@ -1,9 +1,11 @@
-"""``brain health`` subcommands: stats, scan, duplicates, hot-files, gc, repair.
+"""``brain health`` subcommands: stats, scan, duplicates, hot-files, gc, repair, collection,
+rebuild-indexes, quantization.
 
 ``brain health`` alone keeps its old meaning (validate every note payload, exit 1 when any
 is invalid). The subcommands cover the whole store (the process's own work, every owner)
 unless ``--mine``; long runs draw a progress bar on stderr and print JSON on stdout.
-``scan`` exits 1 when it finds damage; ``gc`` and ``repair`` are dry runs unless ``--apply``.
+``scan`` and ``collection`` exit 1 when they find something to fix; ``gc``, ``repair``,
+``rebuild-indexes`` and ``quantization`` are dry runs unless ``--apply``.
 """
 
 from __future__ import annotations
@@ -76,19 +78,40 @@ def repair(args: argparse.Namespace) -> int:
     return 0
 
 
+def collection(args: argparse.Namespace) -> int:
+    with _open(args) as brain:
+        report = brain.health.collection(args.project, everyone=not args.mine)
+    print_json(report)
+    return 0 if report["ok"] else 1
+
+
+def rebuild_indexes(args: argparse.Namespace) -> int:
+    with _open(args) as brain, _bar(None, "rebuild-indexes") as step:
+        print_json(brain.health.rebuild_indexes(not args.apply, trigger="cli", progress=step))
+    return 0
+
+
+def quantization(args: argparse.Namespace) -> int:
+    with _open(args) as brain:
+        print_json(brain.health.apply_quantization(args.mode, not args.apply, trigger="cli"))
+    return 0
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("health", help="note payload check (alone), or vector health: "
-                                      "stats, scan, duplicates, hot-files, gc, repair")
+                                      "stats, scan, duplicates, hot-files, gc, repair, "
+                                      "collection, rebuild-indexes, quantization")
     maintenance.add_home(p)
     p.set_defaults(func=maintenance.health)
     hs = p.add_subparsers(dest="health_command")
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_: str,
-            mine: bool = True) -> argparse.ArgumentParser:
+            mine: bool = True, project: bool = True) -> argparse.ArgumentParser:
         q = hs.add_parser(name, help=help_)
         # SUPPRESS: ``brain health --home X scan`` keeps the X the parent parsed.
         q.add_argument("--home", default=argparse.SUPPRESS, help="data dir (default: BRAIN__HOME)")
-        q.add_argument("--project", default=None, help="only this project")
+        if project:
+            q.add_argument("--project", default=None, help="only this project")
         if mine:
             q.add_argument("--mine", action="store_true",
                            help="only what the settings identity may see (default: everyone)")
@@ -108,3 +131,13 @@ def register(sub: Any) -> None:
     q = add("repair", repair, "fix links, graph and vectors (dry run unless --apply)")
     q.add_argument("--apply", action="store_true", help="write (default: report)")
     q.add_argument("--limit", type=int, default=10_000, help="points repaired at most")
+    add("collection", collection, "payload indexes, quantization and BM25 vectors against "
+        "their settings (read-only); exit 1 when something differs")
+    q = add("rebuild-indexes", rebuild_indexes, "create missing or different payload indexes "
+            "again (dry run unless --apply)", mine=False, project=False)
+    q.add_argument("--apply", action="store_true", help="rebuild (default: list)")
+    q = add("quantization", quantization, "switch the store's quantization (dry run unless "
+            "--apply)", mine=False, project=False)
+    q.add_argument("--mode", choices=("none", "int8"), default=None,
+                   help="target mode (default: [index] quantization)")
+    q.add_argument("--apply", action="store_true", help="switch (default: report)")

@@ -23,6 +23,7 @@ from brain import tenancy
 from brain.bm25 import BM25Encoder
 from brain.errors import ActionInProgress, InvalidArgument
 from brain.graph import LinkGraph
+from brain.health import collection
 from brain.health import gc as gc_mod
 from brain.health.duplicates import duplicates as find_duplicates
 from brain.health.hot_files import HotFiles
@@ -30,6 +31,7 @@ from brain.health.repair import Embedders, repair
 from brain.health.scan import Records, ScanResult, scan
 from brain.identity import Identity
 from brain.vector_store import Filter, Match, MatchAny, VectorStore
+from brain.vector_store.base import QUANTIZATION_MODES
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,10 @@ class HealthDeps:
     graph_changed: Callable[[], None]  # marks the graph cache dirty (store meta)
     save_graph: Callable[[], None]
     hot_files: HotFiles
+    quantization: str = "none"  # [index] quantization: the mode the store should have
+    # The store meta's record of the mode (read, and written after a switch).
+    recorded_quantization: Callable[[], str | None] = lambda: None
+    record_quantization: Callable[[str], None] = lambda mode: None
 
 
 class HealthService:
@@ -177,6 +183,55 @@ class HealthService:
         log.info("health repair by %s (project %s): dry_run=%s %s", who, project or ALL,
                  dry_run, {k: v for k, v in out.items() if k != "not_repaired"})
         return {"project": project, "started_by": who, **out}
+
+    # ------------------------------------------------------------------ collection
+    def collection(self, project: str | None = None, *,
+                   everyone: bool = False) -> dict[str, Any]:
+        """Read-only: payload indexes missing or configured differently, quantization against
+        the setting, points missing their BM25 vector (those counted in the caller's scope)."""
+        d = self.deps
+        return {"project": project, **collection.report(
+            self.store, self._scope(project, everyone), d.bm25, d.quantization,
+            d.recorded_quantization())}
+
+    def rebuild_indexes(self, dry_run: bool = True, *, trigger: str = "manual",
+                        progress: Progress | None = None) -> dict[str, Any]:
+        """Create again, with its declared schema, each payload index that is missing or
+        configured differently. The whole store: it holds every project."""
+        who = self._who(trigger)
+        with self._exclusive("rebuild_indexes", None, who):
+            out = collection.rebuild_indexes(self.store, dry_run, progress)
+        log.info("health rebuild_indexes by %s: dry_run=%s %s", who, dry_run,
+                 out["rebuilt"] if not dry_run else out["count"])
+        return {"started_by": who, **out}
+
+    def apply_quantization(self, mode: str | None = None, dry_run: bool = True, *,
+                           trigger: str = "manual") -> dict[str, Any]:
+        """Switch the store's quantization to ``mode`` (default: the setting) and record it
+        in the store meta. Rebuilds the store's segments: seconds to minutes."""
+        target = self.deps.quantization if mode is None else mode
+        if target not in QUANTIZATION_MODES:
+            raise InvalidArgument(f"mode={target!r} is not one of {', '.join(QUANTIZATION_MODES)}",
+                                  field="mode")
+        who = self._who(trigger)
+        with self._exclusive("quantization", None, who):
+            current = self.store.quantization()
+            out: dict[str, Any] = {"dry_run": dry_run, "from": current, "to": target,
+                                   "started_by": who}
+            state = collection.quantization_state(self.store, target,
+                                                  self.deps.recorded_quantization())
+            needed = bool(state["differs"] or state.get("incomplete"))
+            if current is None:
+                out["note"] = state["note"]
+            if dry_run:
+                return {**out, "would_change": needed}
+            if needed or current is None:  # local mode: NotSupported says what to do
+                out.update(self.store.set_quantization(target))
+            out["changed"] = needed
+            self.deps.record_quantization(target)
+        log.info("health quantization by %s: %s -> %s (%s)", who, current, target,
+                 {k: v for k, v in out.items() if k not in ("from", "to", "started_by")})
+        return out
 
     def scheduled_gc(self) -> dict[str, Any]:
         """The GC worker's run: every project, every owner. While a manual run holds a

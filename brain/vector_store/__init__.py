@@ -39,14 +39,17 @@ def build_store(
     prefer_grpc: bool = False,
     local_path: str = "",
     index_min_vectors: int | None = None,
+    quantization: str = "none",
 ) -> VectorStore:
     """Qdrant Edge under ``home`` unless a server URL or a local-mode path is configured."""
     if url or local_path:
         from brain.vector_store.qdrant import QdrantClientStore
 
         return QdrantClientStore(
-            collection, url=url, api_key=api_key, prefer_grpc=prefer_grpc, local_path=local_path
+            collection, url=url, api_key=api_key, prefer_grpc=prefer_grpc, local_path=local_path,
+            quantization=quantization,
         )
     from brain.vector_store.edge import EdgeStore
 
-    return EdgeStore(home / "store" / collection, index_min_vectors=index_min_vectors)
+    return EdgeStore(home / "store" / collection, index_min_vectors=index_min_vectors,
+                     quantization=quantization)

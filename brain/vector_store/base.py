@@ -28,6 +28,24 @@ TENANT_FIELDS = ("project",)
 FLOAT_FIELDS = ("created_ts", "updated_ts", "last_accessed_ts", "salience", "forgotten_ts")
 BOOL_FIELDS = ("pinned", "forgotten")
 
+# Dense vector quantization, chosen per store at creation (``[index] quantization``) and
+# switched by a maintenance action: "none", or "int8" (scalar quantization, searched with
+# rescoring on the original vectors). A store reports "other" for a mode it was given outside
+# the brain, and None where the backend keeps none (qdrant-client local mode: exact search).
+QUANTIZATION_MODES = ("none", "int8")
+# The int8 quantile: the extreme 1% of values are clipped (Qdrant's recommended setting).
+INT8_QUANTILE = 0.99
+
+
+def declared_indexes(bool_prefix: str = "") -> dict[str, str]:
+    """The payload indexes a store declares: field -> schema ("keyword", "keyword:tenant",
+    "float", "bool"). A backend that cannot match booleans indexes a keyword shadow field
+    (``bool_prefix`` + name) instead."""
+    out = {n: "keyword:tenant" if n in TENANT_FIELDS else "keyword" for n in KEYWORD_FIELDS}
+    out.update({n: "float" for n in FLOAT_FIELDS})
+    out.update({bool_prefix + n: "keyword" if bool_prefix else "bool" for n in BOOL_FIELDS})
+    return out
+
 
 @dataclass(frozen=True, slots=True)
 class SparseVector:
@@ -193,6 +211,24 @@ class VectorStore(Protocol):
 
     def index_state(self) -> IndexState:
         """Points, indexed and unindexed vectors, segments, deleted share (where exposed)."""
+
+    def declared_indexes(self) -> dict[str, str]:
+        """The payload indexes this store should have: field -> schema (see
+        :func:`declared_indexes`); empty where the backend keeps none."""
+
+    def payload_indexes(self) -> dict[str, str]:
+        """The payload indexes the store has, in the same notation."""
+
+    def rebuild_index(self, name: str) -> None:
+        """Drop the field's index (when present) and create it with its declared schema."""
+
+    def quantization(self) -> str | None:
+        """The dense vectors' quantization mode as the store keeps it ("none", "int8",
+        "other"), or None where the backend keeps none."""
+
+    def set_quantization(self, mode: str, hold: Hold | None = None) -> dict[str, Any]:
+        """Switch the quantization mode and rebuild what it covers; raises NotSupported where
+        the backend cannot."""
 
     def optimize(self, hold: Hold | None = None) -> bool:
         """Build index structures now (Edge runs no background optimizer); True when anything

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -35,13 +36,12 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from brain.errors import StoreError, StoreLocked
+from brain.errors import ActionInProgress, InvalidArgument, StoreError, StoreLocked
 from brain.private import fsync_dir
 from brain.vector_store.base import (
-    BOOL_FIELDS,
     DENSE,
-    FLOAT_FIELDS,
-    KEYWORD_FIELDS,
+    INT8_QUANTILE,
+    QUANTIZATION_MODES,
     SPARSE,
     TENANT_FIELDS,
     Filter,
@@ -56,6 +56,7 @@ from brain.vector_store.base import (
     Range,
     SparseVector,
     StoreInfo,
+    declared_indexes,
 )
 
 # qdrant-edge-py 0.9.0 never matches a boolean payload value (MatchValue(True) finds nothing,
@@ -129,6 +130,45 @@ def _from_record(rec: Any, with_vectors: bool) -> Point:
 
 def _selector(fields: Sequence[str] | None) -> Any:
     return True if fields is None else qe.PayloadSelector.Include(list(fields))
+
+
+def _quantization_config(mode: str) -> Any:
+    if mode == "int8":
+        # In RAM beside the original vectors; searches rescore with the originals.
+        return qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=INT8_QUANTILE,
+                                           always_ram=True)
+    return None
+
+
+def _mode_of(cfg: Any) -> str:
+    """A persisted quantization config (edge_config.json) as a mode name."""
+    if not cfg:
+        return "none"
+    scalar = cfg.get("scalar") if isinstance(cfg, dict) else None
+    if isinstance(scalar, dict) and str(scalar.get("type", "")).lower() == "int8":
+        return "int8"
+    return "other"
+
+
+_SCHEMA_NAMES = {"Keyword": "keyword", "Float": "float", "Bool": "bool", "Integer": "integer",
+                 "Text": "text", "Datetime": "datetime", "Uuid": "uuid", "Geo": "geo"}
+
+
+def _schema_name(info: Any) -> str:
+    kind = str(info.data_type).rsplit(".", 1)[-1]
+    name = _SCHEMA_NAMES.get(kind, kind.lower())
+    if name == "keyword" and getattr(info.params, "is_tenant", False):
+        return "keyword:tenant"
+    return name
+
+
+def _index_params(schema: str) -> Any:
+    return {
+        "keyword:tenant": qe.KeywordIndexParams(is_tenant=True),
+        "keyword": qe.PayloadSchemaType.Keyword,
+        "float": qe.PayloadSchemaType.Float,
+        "bool": qe.PayloadSchemaType.Bool,
+    }[schema]
 
 
 # The child process: optimize a copy of the shard. It dies with the thread that started it
@@ -237,8 +277,17 @@ class _SwapLock:
 class EdgeStore:
     backend = "qdrant-edge"
 
-    def __init__(self, path: Path, index_min_vectors: int | None = None) -> None:
+    def __init__(self, path: Path, index_min_vectors: int | None = None,
+                 quantization: str = "none") -> None:
+        if quantization not in QUANTIZATION_MODES:
+            raise InvalidArgument(f"quantization={quantization!r} is not one of "
+                                  f"{', '.join(QUANTIZATION_MODES)}", field="quantization")
         self.path = Path(path)
+        # The mode a new store is created with; an existing store keeps its own (the one in
+        # its edge_config.json) until set_quantization() switches it.
+        self.create_quantization = quantization
+        self._mode = quantization
+        self._dimension = 0
         # Edge indexes a segment once its dense vectors pass an indexing threshold in KB (10 MB
         # by default: ~6,700 384-d vectors). Set from ``[index] min_unindexed`` so that the
         # index worker's trigger and what an optimization indexes agree.
@@ -305,19 +354,45 @@ class EdgeStore:
                 done.append(f"removed {leftover.name}")
         return done
 
-    def open(self, dimension: int) -> None:
+    def _config(self, dimension: int, mode: str) -> Any:
+        """The shard config: dense (quantized per ``mode``) + BM25 sparse, and the indexing
+        threshold when set. Loading with it rewrites the persisted config, so an existing
+        store is always loaded with its own mode."""
         optimizers = None
         if self.index_min_vectors:
             kb = max(1, -(-self.index_min_vectors * dimension * 4 // 1024))
             optimizers = qe.EdgeOptimizersConfig(indexing_threshold=kb)
-        config = qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
+        dense = qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine,
+                                    quantization_config=_quantization_config(mode))
+        return qe.EdgeConfig(
+            vectors={DENSE: dense},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             optimizers=optimizers,
         )
+
+    def _persisted(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.path / "edge_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _persisted_mode(self) -> str | None:
+        """The quantization mode the shard's own config records (None: no readable config).
+        A per-vector setting wins over a global one, as in Qdrant."""
+        data = self._persisted()
+        if data is None:
+            return None
+        dense = (data.get("vectors") or {}).get(DENSE) or {}
+        if dense.get("quantization_config"):
+            return _mode_of(dense["quantization_config"])
+        return _mode_of(data.get("quantization_config"))
+
+    def open(self, dimension: int) -> None:
+        self._dimension = dimension
         self._take_lock()
         try:
-            self._open_shard(config)
+            self._open_shard(dimension)
         except BaseException:
             self._release_lock()
             raise
@@ -325,7 +400,7 @@ class EdgeStore:
         # 66 ms vs 3 ms for a filtered search over 200 notes. Index from the first point on.
         self.ensure_indexes()
 
-    def _open_shard(self, config: Any) -> None:
+    def _open_shard(self, dimension: int) -> None:
         try:
             self.recover()
         except OSError as exc:
@@ -335,12 +410,18 @@ class EdgeStore:
         try:
             if fresh:
                 self.path.mkdir(parents=True, exist_ok=True)
-                self._shard = qe.EdgeShard.create(str(self.path), config)
+                self._mode = self.create_quantization
+                self._shard = qe.EdgeShard.create(str(self.path), self._config(dimension,
+                                                                               self._mode))
             else:
                 # With the config when it sets the threshold: checked, then kept on disk (the
-                # optimizer child loads the shard without one and reads it from there).
+                # optimizer child loads the shard without one and reads it from there). The
+                # store keeps its own quantization: a setting never switches it at a start.
+                mode = self._persisted_mode()
+                self._mode = mode or "none"
+                keep = self.index_min_vectors and mode in QUANTIZATION_MODES
                 self._shard = qe.EdgeShard.load(
-                    str(self.path), config if self.index_min_vectors else None)
+                    str(self.path), self._config(dimension, self._mode) if keep else None)
         except Exception as exc:
             if "WouldBlock" in str(exc):
                 raise StoreLocked(
@@ -350,16 +431,28 @@ class EdgeStore:
                 ) from exc
             raise StoreError(f"cannot open Qdrant Edge shard at {self.path}: {exc}") from exc
 
+    def declared_indexes(self) -> dict[str, str]:
+        return declared_indexes(_SHADOW)
+
+    def payload_indexes(self) -> dict[str, str]:
+        with self._rw.reading():
+            schema = self._require().info().payload_schema
+        return {name: _schema_name(info) for name, info in schema.items()}
+
+    def rebuild_index(self, name: str) -> None:
+        want = self.declared_indexes().get(name)
+        if want is None:
+            raise InvalidArgument(f"{name!r} is not a declared payload index", field="name")
+        if name in self.payload_indexes():
+            self._update(qe.UpdateOperation.delete_field_index(name))
+        self._update(qe.UpdateOperation.create_field_index(name, _index_params(want)))
+
     def ensure_indexes(self) -> int:
         """Create the payload indexes that are missing; returns how many were created."""
         shard = self._require()
         schema = shard.info().payload_schema
         have = set(schema)
-        wanted: list[tuple[str, Any]] = [
-            (n, qe.KeywordIndexParams(is_tenant=True) if n in TENANT_FIELDS
-             else qe.PayloadSchemaType.Keyword) for n in KEYWORD_FIELDS]
-        wanted += [(n, qe.PayloadSchemaType.Float) for n in FLOAT_FIELDS]
-        wanted += [(_SHADOW + n, qe.PayloadSchemaType.Keyword) for n in BOOL_FIELDS]
+        wanted = [(n, _index_params(k)) for n, k in self.declared_indexes().items()]
         created = 0
         for name in TENANT_FIELDS:
             # A store from before tenant indexes: rebuild the index as a tenant index (the
@@ -409,6 +502,12 @@ class EdgeStore:
         it was) and OptimizeAborted when the store closes meanwhile."""
         if not self._optimize_lock.acquire(blocking=False):
             return False
+        try:
+            return self._optimize_locked(hold)
+        finally:
+            self._optimize_lock.release()
+
+    def _optimize_locked(self, hold: Hold | None) -> bool:
         guard: Hold = hold or contextlib.nullcontext
         work = self._sibling(".optimizing")
         try:
@@ -449,7 +548,71 @@ class EdgeStore:
             with self._write_lock:
                 self._recorded = None
             shutil.rmtree(work, ignore_errors=True)
+
+    # -- quantization -----------------------------------------------------------------------
+    def quantization(self) -> str | None:
+        with self._rw.reading():
+            return self._persisted_mode() or self._mode
+
+    def quantized_segments(self) -> tuple[int, int]:
+        """(segments with an HNSW index, of which holding int8 data): a switch to int8 is
+        complete once both are equal."""
+        indexed = quantized = 0
+        with self._rw.reading():
+            for seg in (self.path / "segments").glob("*"):
+                if (seg / f"vector_index-{DENSE}" / "graph.bin").exists():
+                    indexed += 1
+                    quantized += (seg / f"vector_storage-{DENSE}" / "quantized.data").exists()
+        return indexed, quantized
+
+    def set_quantization(self, mode: str, hold: Hold | None = None,
+                         wait_s: float = 600.0) -> dict[str, Any]:
+        """Switch the dense vectors' quantization: reload the live shard with the new config
+        (reads and writes wait for that step only), then rebuild its segments the way
+        :meth:`optimize` does (a child process works on a copy, then a swap). The optimizer
+        rebuilds every segment whose config differs, so an indexed store is fully switched
+        when this returns. Waits up to ``wait_s`` for a running optimization to finish."""
+        if mode not in QUANTIZATION_MODES:
+            raise InvalidArgument(f"quantization={mode!r} is not one of "
+                                  f"{', '.join(QUANTIZATION_MODES)}", field="quantization")
+        # Held for the whole switch: an optimization started before the reload would swap
+        # in a copy with the old config.
+        if not self._optimize_lock.acquire(timeout=wait_s):
+            raise ActionInProgress(f"an optimization of {self.path} is still running after "
+                                   f"{wait_s:.0f} s; retry when it is done")
+        try:
+            before = self.quantization()
+            t0 = time.monotonic()
+            guard: Hold = hold or contextlib.nullcontext
+            with guard(), self._write_lock, self._rw.exclusive():
+                shard = self._require()
+                shard.flush()
+                shard.close()
+                self._shard = None
+                try:
+                    self._shard = qe.EdgeShard.load(str(self.path),
+                                                    self._config(self._dimension, mode))
+                except Exception as exc:
+                    self._shard = qe.EdgeShard.load(str(self.path))
+                    raise StoreError(f"cannot switch {self.path} to quantization {mode!r} "
+                                     f"({exc}); the store is unchanged") from exc
+                self._mode = mode
+            changed = self._optimize_locked(hold)
+            indexed, quantized = self.quantized_segments()
+            return {"from": before, "to": mode, "rebuilt": changed,
+                    "duration_s": round(time.monotonic() - t0, 3),
+                    "indexed_segments": indexed, "quantized_segments": quantized}
+        finally:
             self._optimize_lock.release()
+
+    def _search_params(self, exact: bool) -> Any:
+        if exact:  # the original vectors only
+            quant = qe.QuantizationSearchParams(ignore=True) if self._mode != "none" else None
+            return qe.SearchParams(exact=True, quantization=quant)
+        if self._mode == "none":
+            return None
+        # Qdrant Edge does not rescore by default: without it the int8 scores are returned.
+        return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True))
 
     def cancel_optimize(self) -> None:
         """Make a running optimization give up (the live shard is left as it is)."""
@@ -599,7 +762,7 @@ class EdgeStore:
             query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
             filter=_filter(flt),
             with_payload=_selector(fields),
-            params=qe.SearchParams(exact=True) if exact else None,
+            params=self._search_params(exact),
         )
         with self._rw.reading():
             found = self._require().query(req)

@@ -11,14 +11,12 @@ from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from brain.errors import StoreError
+from brain.errors import InvalidArgument, NotSupported, StoreError
 from brain.vector_store.base import (
-    BOOL_FIELDS,
     DENSE,
-    FLOAT_FIELDS,
-    KEYWORD_FIELDS,
+    INT8_QUANTILE,
+    QUANTIZATION_MODES,
     SPARSE,
-    TENANT_FIELDS,
     Filter,
     HasId,
     HasVector,
@@ -31,7 +29,45 @@ from brain.vector_store.base import (
     Range,
     SparseVector,
     StoreInfo,
+    declared_indexes,
 )
+
+_LOCAL_QUANTIZATION = (
+    "qdrant-client's local mode searches exactly and keeps no quantization; set "
+    "BRAIN__QDRANT__URL to a Qdrant server to use one (the setting is recorded meanwhile)")
+
+
+def _quantization_config(mode: str) -> Any:
+    if mode == "int8":
+        return models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
+            type=models.ScalarType.INT8, quantile=INT8_QUANTILE, always_ram=True))
+    return None
+
+
+def _mode_of(cfg: Any) -> str:
+    if cfg is None:
+        return "none"
+    scalar = getattr(cfg, "scalar", None)
+    if scalar is not None and str(getattr(scalar.type, "value", scalar.type)).lower() == "int8":
+        return "int8"
+    return "other"
+
+
+def _index_params(schema: str) -> Any:
+    return {
+        "keyword:tenant": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD,
+                                                    is_tenant=True),
+        "keyword": models.PayloadSchemaType.KEYWORD,
+        "float": models.PayloadSchemaType.FLOAT,
+        "bool": models.PayloadSchemaType.BOOL,
+    }[schema]
+
+
+def _schema_name(info: Any) -> str:
+    name = str(getattr(info.data_type, "value", info.data_type)).lower()
+    if name == "keyword" and getattr(info.params, "is_tenant", False):
+        return "keyword:tenant"
+    return name
 
 
 def _condition(cond: Any) -> Any:
@@ -94,8 +130,14 @@ class QdrantClientStore:
         api_key: str = "",
         prefer_grpc: bool = False,
         local_path: str = "",
+        quantization: str = "none",
     ) -> None:
+        if quantization not in QUANTIZATION_MODES:
+            raise InvalidArgument(f"quantization={quantization!r} is not one of "
+                                  f"{', '.join(QUANTIZATION_MODES)}", field="quantization")
         self.collection = collection
+        self.create_quantization = quantization  # a new collection's; one that exists keeps its
+        self._mode = "none"
         self._location = url or f"local:{local_path}"
         self._lock = threading.Lock()
         if url:
@@ -126,30 +168,74 @@ class QdrantClientStore:
 
     def open(self, dimension: int) -> None:
         if self._call(self._client.collection_exists, self.collection):
+            self._mode = self.quantization() or "none"
             return
         self._call(
             self._client.create_collection,
             self.collection,
             vectors_config={DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)},
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            quantization_config=None if self._local else _quantization_config(
+                self.create_quantization),
         )
-        if self._local:
-            return  # local mode ignores payload indexes
-        schema: dict[str, Any] = {
-            **{f: models.PayloadSchemaType.KEYWORD for f in KEYWORD_FIELDS},
-            **{f: models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
-               for f in TENANT_FIELDS},
-            **{f: models.PayloadSchemaType.FLOAT for f in FLOAT_FIELDS},
-            **{f: models.PayloadSchemaType.BOOL for f in BOOL_FIELDS},
-        }
-        for name, kind in schema.items():
-            self._call(self._client.create_payload_index, self.collection, name, kind)
+        self._mode = "none" if self._local else self.create_quantization
+        for name, schema in self.declared_indexes().items():
+            self._call(self._client.create_payload_index, self.collection, name,
+                       _index_params(schema))
 
     def flush(self) -> None:
         return None
 
+    def declared_indexes(self) -> dict[str, str]:
+        return {} if self._local else declared_indexes()  # local mode ignores payload indexes
+
+    def payload_indexes(self) -> dict[str, str]:
+        if self._local:
+            return {}
+        info = self._call(self._client.get_collection, self.collection)
+        return {name: _schema_name(i) for name, i in (info.payload_schema or {}).items()}
+
+    def rebuild_index(self, name: str) -> None:
+        want = self.declared_indexes().get(name)
+        if want is None:
+            raise InvalidArgument(f"{name!r} is not a declared payload index"
+                                  + (" (local mode keeps none)" if self._local else ""),
+                                  field="name")
+        if name in self.payload_indexes():
+            self._call(self._client.delete_payload_index, self.collection, name, wait=True)
+        self._call(self._client.create_payload_index, self.collection, name,
+                   _index_params(want), wait=True)
+
     def ensure_indexes(self) -> int:
-        return 0  # created with the collection on a server; local mode has none
+        have = self.payload_indexes()
+        missing = [n for n in self.declared_indexes() if n not in have]
+        for name in missing:
+            self.rebuild_index(name)
+        return len(missing)
+
+    def quantization(self) -> str | None:
+        if self._local:
+            return None  # see _LOCAL_QUANTIZATION
+        info = self._call(self._client.get_collection, self.collection)
+        dense = info.config.params.vectors
+        per_vector = dense.get(DENSE) if isinstance(dense, dict) else None
+        if per_vector is not None and per_vector.quantization_config is not None:
+            return _mode_of(per_vector.quantization_config)
+        return _mode_of(info.config.quantization_config)
+
+    def set_quantization(self, mode: str, hold: Hold | None = None) -> dict[str, Any]:  # noqa: ARG002
+        """A server rebuilds its segments by itself after the change (in the background)."""
+        if mode not in QUANTIZATION_MODES:
+            raise InvalidArgument(f"quantization={mode!r} is not one of "
+                                  f"{', '.join(QUANTIZATION_MODES)}", field="quantization")
+        if self._local:
+            raise NotSupported(_LOCAL_QUANTIZATION, backend=self.backend)
+        before = self.quantization()
+        config = _quantization_config(mode) or models.Disabled.DISABLED
+        self._call(self._client.update_collection, self.collection, quantization_config=config)
+        self._mode = mode
+        return {"from": before, "to": mode, "rebuilt": False,
+                "note": "the server re-optimizes its segments in the background"}
 
     def index_state(self) -> IndexState:
         if self._local:  # local mode keeps plain lists: nothing is indexed, nothing to do
@@ -213,9 +299,16 @@ class QdrantClientStore:
             query_filter=_filter(flt),
             limit=limit,
             with_payload=list(fields) if fields is not None else True,
-            search_params=models.SearchParams(exact=True) if exact else None,
+            search_params=self._search_params(exact),
         )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+
+    def _search_params(self, exact: bool) -> Any:
+        if exact:
+            return models.SearchParams(exact=True)
+        if self._mode == "none" or self._local:
+            return None
+        return models.SearchParams(quantization=models.QuantizationSearchParams(rescore=True))
 
     def query_dense(
         self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False,

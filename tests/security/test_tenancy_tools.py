@@ -244,6 +244,9 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
         "health_repair": [{"dry_run": True}, {"dry_run": False}],
         "model_status": [{}],
         "model_estimate": [{}, {"model": "offline/hash-384", "dimension": 64}],
+        "health_collection": [{}, {"project": "general"}],
+        "health_rebuild_indexes": [{"dry_run": True}, {"dry_run": False}],
+        "health_quantization": [{"dry_run": True}, {"mode": "none", "dry_run": False}],
     }
 
 
