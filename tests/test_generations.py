@@ -454,3 +454,19 @@ async def test_tool_calls_through_a_switch(gb: Brain, new: Permuted) -> None:
             assert res.structured_content is not None
             assert zk in [h["zk_id"] for h in res.structured_content["results"]], text
     _all_stamped(gb, new.record.id)
+
+
+def test_a_new_generation_keeps_the_stores_quantization(
+    settings: Settings, new: Permuted, _empty_shard: Path
+) -> None:
+    """A store switched to int8 (health_quantization) stays int8 through a model switch."""
+    settings.index.quantization = "int8"
+    b = _open(settings, new)
+    try:
+        assert b.store.quantization() == "int8"
+        _notes(b, 5)
+        b.model_switch.switch(_target(new))
+        b.model_switch.wait(60)
+        assert b.meta.model == new.record.id and b.store.quantization() == "int8"
+    finally:
+        b.close()

@@ -41,6 +41,8 @@ def build_switch(
             home=home, collection=generation_collection(qdrant, generation), url=qdrant.url,
             api_key=qdrant.api_key, prefer_grpc=qdrant.prefer_grpc,
             local_path=qdrant.local_path, index_min_vectors=index_min_vectors,
+            # The new generation keeps the live store's quantization (health_quantization).
+            quantization=guarded.quantization() or "none",
         )
 
     def open_generation(generation: int, dimension: int) -> VectorStore:
