@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,16 @@ async def real_client(real_brain: Brain):  # noqa: ANN201
 
     async with Client(create_server(brain=real_brain)) as c:
         yield c
+
+
+@pytest.fixture
+def cli_json(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, dict[str, Any]]]:
+    """Run the ``brain`` command line in this process: (exit code, its JSON output)."""
+    from brain.cli import main
+
+    def run(*argv: str) -> tuple[int, dict[str, Any]]:
+        capsys.readouterr()
+        rc = main(list(argv))
+        return rc, json.loads(capsys.readouterr().out)
+
+    return run

@@ -9,8 +9,7 @@ model does not matter here)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,18 +212,13 @@ def test_local_mode_keeps_no_quantization_and_says_so(
 
 
 def test_cli_collection_report_and_rebuild(
-    brain: Brain, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    brain: Brain, cli_json: Callable[..., tuple[int, dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from brain.cli import main
-
     _damage_indexes(brain)
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     brain.close()  # one process owns a store: the CLI opens it now
-
-    def cli(*argv: str) -> tuple[int, dict[str, Any]]:
-        capsys.readouterr()
-        rc = main(list(argv))
-        return rc, json.loads(capsys.readouterr().out)
+    cli = cli_json
 
     rc, rep = cli("health", "collection")
     # A start creates missing indexes (cheap), never rebuilds one built differently.

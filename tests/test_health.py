@@ -6,9 +6,11 @@ matter here)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -242,20 +244,12 @@ def test_stats_and_duplicates(brain: Brain) -> None:
 
 
 def test_cli_scan_then_gc_with_the_dry_runs_list(
-    brain: Brain, damaged: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    brain: Brain, damaged: dict[str, Any], tmp_path: Path,
+    cli_json: Callable[..., tuple[int, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import json
-
-    from brain.cli import main
-
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     brain.close()  # one process owns a store: the CLI opens it now
-
-    def cli(*argv: str) -> tuple[int, dict[str, Any]]:
-        capsys.readouterr()
-        rc = main(list(argv))
-        return rc, json.loads(capsys.readouterr().out)
+    cli = cli_json
 
     rc, rep = cli("health", "scan")
     assert rc == 1 and rep["findings"]["orphan_doc_chunks"]["sample"] == [damaged["doc"]]
