@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,240 +38,29 @@ import qdrant_edge as qe
 
 from brain.errors import ActionInProgress, InvalidArgument, StoreError, StoreLocked
 from brain.private import fsync_dir
+from brain.vector_store import edge_convert as cv
 from brain.vector_store.base import (
     DENSE,
-    INT8_QUANTILE,
     QUANTIZATION_MODES,
     SPARSE,
     TENANT_FIELDS,
     Filter,
-    HasId,
-    HasVector,
     Hit,
     Hold,
     IndexState,
-    Match,
-    MatchAny,
     Point,
-    Range,
     SparseVector,
     StoreInfo,
     declared_indexes,
 )
-
-# qdrant-edge-py 0.9.0 never matches a boolean payload value (MatchValue(True) finds nothing,
-# indexed or not). Every top-level boolean is mirrored into a keyword shadow field that filters
-# use; the shadow is stripped on the way out, so callers never see it.
-_SHADOW = "_b_"
-
-
-def _shadow(payload: dict[str, Any]) -> dict[str, Any]:
-    extra = {_SHADOW + k: "true" if v else "false" for k, v in payload.items()
-             if isinstance(v, bool)}
-    return {**payload, **extra} if extra else payload
-
-
-def _unshadow(payload: dict[str, Any] | None) -> dict[str, Any]:
-    return {k: v for k, v in (payload or {}).items() if not k.startswith(_SHADOW)}
-
-
-def _condition(cond: Any) -> Any:
-    if isinstance(cond, Filter):
-        return _filter(cond)
-    if isinstance(cond, Match):
-        if isinstance(cond.value, bool):
-            value = "true" if cond.value else "false"
-            return qe.FieldCondition(key=_SHADOW + cond.key, match=qe.MatchValue(value))
-        return qe.FieldCondition(key=cond.key, match=qe.MatchValue(cond.value))
-    if isinstance(cond, MatchAny):
-        return qe.FieldCondition(key=cond.key, match=qe.MatchAny(list(cond.values)))
-    if isinstance(cond, Range):
-        rng = qe.RangeFloat(gte=cond.gte, gt=cond.gt, lte=cond.lte, lt=cond.lt)
-        return qe.FieldCondition(key=cond.key, range=rng)
-    if isinstance(cond, HasId):
-        return qe.HasIdCondition(set(cond.ids))
-    if isinstance(cond, HasVector):
-        return qe.HasVectorCondition(cond.name)
-    raise TypeError(f"unsupported filter condition {cond!r}")
-
-
-def _filter(flt: Filter | None) -> qe.Filter | None:
-    if flt is None:
-        return None
-    return qe.Filter(
-        must=[_condition(c) for c in flt.must] or None,
-        must_not=[_condition(c) for c in flt.must_not] or None,
-        should=[_condition(c) for c in flt.should] or None,
-    )
-
-
-def _vectors(point: Point) -> dict[str, Any]:
-    vec: dict[str, Any] = {}
-    if point.dense is not None:
-        vec[DENSE] = [float(x) for x in point.dense]
-    if point.sparse is not None and point.sparse.indices:
-        vec[SPARSE] = qe.SparseVector(
-            indices=list(point.sparse.indices), values=list(point.sparse.values)
-        )
-    return vec
-
-
-def _from_record(rec: Any, with_vectors: bool) -> Point:
-    dense = sparse = None
-    if with_vectors and rec.vector:
-        vec = rec.vector
-        if DENSE in vec:
-            dense = list(vec[DENSE])
-        if SPARSE in vec:
-            sv = vec[SPARSE]
-            sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
-    return Point(id=str(rec.id), payload=_unshadow(rec.payload), dense=dense, sparse=sparse)
-
-
-def _selector(fields: Sequence[str] | None) -> Any:
-    return True if fields is None else qe.PayloadSelector.Include(list(fields))
-
-
-def _quantization_config(mode: str) -> Any:
-    if mode == "int8":
-        # In RAM beside the original vectors; searches rescore with the originals.
-        return qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=INT8_QUANTILE,
-                                           always_ram=True)
-    return None
-
-
-def _mode_of(cfg: Any) -> str:
-    """A persisted quantization config (edge_config.json) as a mode name."""
-    if not cfg:
-        return "none"
-    scalar = cfg.get("scalar") if isinstance(cfg, dict) else None
-    if isinstance(scalar, dict) and str(scalar.get("type", "")).lower() == "int8":
-        return "int8"
-    return "other"
-
-
-_SCHEMA_NAMES = {"Keyword": "keyword", "Float": "float", "Bool": "bool", "Integer": "integer",
-                 "Text": "text", "Datetime": "datetime", "Uuid": "uuid", "Geo": "geo"}
-
-
-def _schema_name(info: Any) -> str:
-    kind = str(info.data_type).rsplit(".", 1)[-1]
-    name = _SCHEMA_NAMES.get(kind, kind.lower())
-    if name == "keyword" and getattr(info.params, "is_tenant", False):
-        return "keyword:tenant"
-    return name
-
-
-def _index_params(schema: str) -> Any:
-    return {
-        "keyword:tenant": qe.KeywordIndexParams(is_tenant=True),
-        "keyword": qe.PayloadSchemaType.Keyword,
-        "float": qe.PayloadSchemaType.Float,
-        "bool": qe.PayloadSchemaType.Bool,
-    }[schema]
-
-
-# The child process: optimize a copy of the shard. It dies with the thread that started it
-# (PR_SET_PDEATHSIG), runs at low priority, and prints whether anything changed.
-_CHILD = """
-import ctypes, os, sys
-try:
-    ctypes.CDLL(None).prctl(1, 9)
-except Exception:
-    pass
-if os.getppid() != int(sys.argv[2]):
-    sys.exit(3)  # the parent died before the line above took effect
-os.nice(10)
-import qdrant_edge as qe
-shard = qe.EdgeShard.load(sys.argv[1])
-changed = shard.optimize()
-shard.flush()
-shard.close()
-print(int(bool(changed)))
-"""
-# Writes made during a run are kept in memory to be replayed at the swap; past this many
-# points the run is abandoned (its copy would be too stale to be worth it) and retried later.
-MAX_REPLAY_POINTS = 200_000
-
-
-def _copy_tree(src: Path, dst: Path) -> None:
-    """A copy, not links (Edge writes segment files in place), keeping files sparse: Edge
-    preallocates (459 MB apparent, 91 MB on disk at 10k notes)."""
-    cp = shutil.which("cp")
-    if cp is not None and sys.platform.startswith("linux"):
-        done = subprocess.run([cp, "-a", "--sparse=always", "--reflink=auto", str(src), str(dst)],
-                              capture_output=True, check=False)
-        if done.returncode == 0:
-            return
-        shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst)
-
-
-def _replay(shard: Any, recorded: Sequence[tuple[str, Any]]) -> None:
-    """Apply recorded writes in order; runs of upserts go as one batch (an id seen twice
-    starts a new batch, so the later write still wins)."""
-    batch: list[Any] = []
-    ids: set[str] = set()
-
-    def send() -> None:
-        if batch:
-            shard.update(qe.UpdateOperation.upsert_points(list(batch)))
-            batch.clear()
-            ids.clear()
-
-    for kind, item in recorded:
-        if kind == "upsert":
-            for pid, point in item:
-                if pid in ids:
-                    send()
-                batch.append(point)
-                ids.add(pid)
-        else:
-            send()
-            shard.update(item)
-    send()
-
-
-class OptimizeAborted(StoreError):
-    code = "OPTIMIZE_ABORTED"
-
-
-class _SwapLock:
-    """Many readers, or the one swap: reads never wait on each other, only on a swap."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._swapping = False
-
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        with self._cond:
-            while self._swapping:
-                self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            while self._swapping:
-                self._cond.wait()
-            self._swapping = True
-            while self._readers:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._swapping = False
-                self._cond.notify_all()
+from brain.vector_store.edge_swap import (
+    _CHILD,
+    MAX_REPLAY_POINTS,
+    OptimizeAborted,
+    _copy_tree,
+    _replay,
+    _SwapLock,
+)
 
 
 class EdgeStore:
@@ -363,7 +152,7 @@ class EdgeStore:
             kb = max(1, -(-self.index_min_vectors * dimension * 4 // 1024))
             optimizers = qe.EdgeOptimizersConfig(indexing_threshold=kb)
         dense = qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine,
-                                    quantization_config=_quantization_config(mode))
+                                    quantization_config=cv.quantization_config(mode))
         return qe.EdgeConfig(
             vectors={DENSE: dense},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
@@ -385,8 +174,8 @@ class EdgeStore:
             return None
         dense = (data.get("vectors") or {}).get(DENSE) or {}
         if dense.get("quantization_config"):
-            return _mode_of(dense["quantization_config"])
-        return _mode_of(data.get("quantization_config"))
+            return cv.mode_of(dense["quantization_config"])
+        return cv.mode_of(data.get("quantization_config"))
 
     def open(self, dimension: int) -> None:
         self._dimension = dimension
@@ -432,12 +221,12 @@ class EdgeStore:
             raise StoreError(f"cannot open Qdrant Edge shard at {self.path}: {exc}") from exc
 
     def declared_indexes(self) -> dict[str, str]:
-        return declared_indexes(_SHADOW)
+        return declared_indexes(cv.SHADOW)
 
     def payload_indexes(self) -> dict[str, str]:
         with self._rw.reading():
             schema = self._require().info().payload_schema
-        return {name: _schema_name(info) for name, info in schema.items()}
+        return {name: cv.schema_name(info) for name, info in schema.items()}
 
     def rebuild_index(self, name: str) -> None:
         want = self.declared_indexes().get(name)
@@ -445,14 +234,14 @@ class EdgeStore:
             raise InvalidArgument(f"{name!r} is not a declared payload index", field="name")
         if name in self.payload_indexes():
             self._update(qe.UpdateOperation.delete_field_index(name))
-        self._update(qe.UpdateOperation.create_field_index(name, _index_params(want)))
+        self._update(qe.UpdateOperation.create_field_index(name, cv.index_params(want)))
 
     def ensure_indexes(self) -> int:
         """Create the payload indexes that are missing; returns how many were created."""
         shard = self._require()
         schema = shard.info().payload_schema
         have = set(schema)
-        wanted = [(n, _index_params(k)) for n, k in self.declared_indexes().items()]
+        wanted = [(n, cv.index_params(k)) for n, k in self.declared_indexes().items()]
         created = 0
         for name in TENANT_FIELDS:
             # A store from before tenant indexes: rebuild the index as a tenant index (the
@@ -725,14 +514,14 @@ class EdgeStore:
     def upsert(self, points: Sequence[Point]) -> None:
         if not points:
             return
-        pts = [(p.id, qe.Point(p.id, _vectors(p), _shadow(p.payload))) for p in points]
+        pts = [(p.id, qe.Point(p.id, cv.vectors(p), cv.shadow(p.payload))) for p in points]
         self._update(qe.UpdateOperation.upsert_points([q for _, q in pts]), len(pts),
                      upserted=pts)
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if not ids:
             return
-        self._update(qe.UpdateOperation.set_payload(list(ids), _shadow(payload)), len(ids))
+        self._update(qe.UpdateOperation.set_payload(list(ids), cv.shadow(payload)), len(ids))
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:
@@ -740,7 +529,7 @@ class EdgeStore:
         self._update(qe.UpdateOperation.delete_points(list(ids)), len(ids), len(set(ids)))
 
     def delete_by_filter(self, flt: Filter) -> None:
-        qflt = _filter(flt) or qe.Filter()
+        qflt = cv.to_filter(flt) or qe.Filter()
         n = self.count(flt)
         self._update(qe.UpdateOperation.delete_points_by_filter(qflt), n, n)
 
@@ -751,7 +540,7 @@ class EdgeStore:
         with self._rw.reading():
             recs = self._require().retrieve(list(ids), with_payload=True,
                                             with_vector=with_vectors)
-        return [_from_record(r, with_vectors) for r in recs]
+        return [cv.from_record(r, with_vectors) for r in recs]
 
     def query_dense(
         self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False,
@@ -760,13 +549,13 @@ class EdgeStore:
         req = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
-            filter=_filter(flt),
-            with_payload=_selector(fields),
+            filter=cv.to_filter(flt),
+            with_payload=cv.selector(fields),
             params=self._search_params(exact),
         )
         with self._rw.reading():
             found = self._require().query(req)
-        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in found]
+        return [Hit(str(p.id), float(p.score), cv.unshadow(p.payload)) for p in found]
 
     def query_sparse(
         self, vector: SparseVector, flt: Filter | None, limit: int,
@@ -778,12 +567,12 @@ class EdgeStore:
         req = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(sv, using=SPARSE),
-            filter=_filter(flt),
-            with_payload=_selector(fields),
+            filter=cv.to_filter(flt),
+            with_payload=cv.selector(fields),
         )
         with self._rw.reading():
             found = self._require().query(req)
-        return [Hit(str(p.id), float(p.score), _unshadow(p.payload)) for p in found]
+        return [Hit(str(p.id), float(p.score), cv.unshadow(p.payload)) for p in found]
 
     def scroll(
         self,
@@ -795,15 +584,15 @@ class EdgeStore:
         req = qe.ScrollRequest(
             offset=offset,
             limit=limit,
-            filter=_filter(flt),
+            filter=cv.to_filter(flt),
             with_payload=True,
             with_vector=with_vectors,
         )
         with self._rw.reading():
             recs, next_offset = self._require().scroll(req)
-        points = [_from_record(r, with_vectors) for r in recs]
+        points = [cv.from_record(r, with_vectors) for r in recs]
         return points, (str(next_offset) if next_offset is not None else None)
 
     def count(self, flt: Filter | None = None) -> int:
         with self._rw.reading():
-            return int(self._require().count(qe.CountRequest(exact=True, filter=_filter(flt))))
+            return int(self._require().count(qe.CountRequest(exact=True, filter=cv.to_filter(flt))))

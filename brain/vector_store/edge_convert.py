@@ -1,0 +1,135 @@
+"""Conversions between brain's store types (brain/vector_store/base.py) and qdrant-edge-py
+0.9.0's: filters, points, records, payload selectors, quantization and payload-index
+parameters. Pure functions; the EdgeStore (edge.py) holds the shard."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import qdrant_edge as qe
+
+from brain.vector_store.base import (
+    DENSE,
+    INT8_QUANTILE,
+    SPARSE,
+    Filter,
+    HasId,
+    HasVector,
+    Match,
+    MatchAny,
+    Point,
+    Range,
+    SparseVector,
+)
+
+# qdrant-edge-py 0.9.0 never matches a boolean payload value (MatchValue(True) finds nothing,
+# indexed or not). Every top-level boolean is mirrored into a keyword shadow field that filters
+# use; the shadow is stripped on the way out, so callers never see it.
+SHADOW = "_b_"
+
+
+def shadow(payload: dict[str, Any]) -> dict[str, Any]:
+    extra = {SHADOW + k: "true" if v else "false" for k, v in payload.items()
+             if isinstance(v, bool)}
+    return {**payload, **extra} if extra else payload
+
+
+def unshadow(payload: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (payload or {}).items() if not k.startswith(SHADOW)}
+
+
+def condition(cond: Any) -> Any:
+    if isinstance(cond, Filter):
+        return to_filter(cond)
+    if isinstance(cond, Match):
+        if isinstance(cond.value, bool):
+            value = "true" if cond.value else "false"
+            return qe.FieldCondition(key=SHADOW + cond.key, match=qe.MatchValue(value))
+        return qe.FieldCondition(key=cond.key, match=qe.MatchValue(cond.value))
+    if isinstance(cond, MatchAny):
+        return qe.FieldCondition(key=cond.key, match=qe.MatchAny(list(cond.values)))
+    if isinstance(cond, Range):
+        rng = qe.RangeFloat(gte=cond.gte, gt=cond.gt, lte=cond.lte, lt=cond.lt)
+        return qe.FieldCondition(key=cond.key, range=rng)
+    if isinstance(cond, HasId):
+        return qe.HasIdCondition(set(cond.ids))
+    if isinstance(cond, HasVector):
+        return qe.HasVectorCondition(cond.name)
+    raise TypeError(f"unsupported filter condition {cond!r}")
+
+
+def to_filter(flt: Filter | None) -> qe.Filter | None:
+    if flt is None:
+        return None
+    return qe.Filter(
+        must=[condition(c) for c in flt.must] or None,
+        must_not=[condition(c) for c in flt.must_not] or None,
+        should=[condition(c) for c in flt.should] or None,
+    )
+
+
+def vectors(point: Point) -> dict[str, Any]:
+    vec: dict[str, Any] = {}
+    if point.dense is not None:
+        vec[DENSE] = [float(x) for x in point.dense]
+    if point.sparse is not None and point.sparse.indices:
+        vec[SPARSE] = qe.SparseVector(
+            indices=list(point.sparse.indices), values=list(point.sparse.values)
+        )
+    return vec
+
+
+def from_record(rec: Any, with_vectors: bool) -> Point:
+    dense = sparse = None
+    if with_vectors and rec.vector:
+        vec = rec.vector
+        if DENSE in vec:
+            dense = list(vec[DENSE])
+        if SPARSE in vec:
+            sv = vec[SPARSE]
+            sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
+    return Point(id=str(rec.id), payload=unshadow(rec.payload), dense=dense, sparse=sparse)
+
+
+def selector(fields: Sequence[str] | None) -> Any:
+    return True if fields is None else qe.PayloadSelector.Include(list(fields))
+
+
+def quantization_config(mode: str) -> Any:
+    if mode == "int8":
+        # In RAM beside the original vectors; searches rescore with the originals.
+        return qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=INT8_QUANTILE,
+                                           always_ram=True)
+    return None
+
+
+def mode_of(cfg: Any) -> str:
+    """A persisted quantization config (edge_config.json) as a mode name."""
+    if not cfg:
+        return "none"
+    scalar = cfg.get("scalar") if isinstance(cfg, dict) else None
+    if isinstance(scalar, dict) and str(scalar.get("type", "")).lower() == "int8":
+        return "int8"
+    return "other"
+
+
+_SCHEMA_NAMES = {"Keyword": "keyword", "Float": "float", "Bool": "bool", "Integer": "integer",
+                 "Text": "text", "Datetime": "datetime", "Uuid": "uuid", "Geo": "geo"}
+
+
+def schema_name(info: Any) -> str:
+    kind = str(info.data_type).rsplit(".", 1)[-1]
+    name = _SCHEMA_NAMES.get(kind, kind.lower())
+    if name == "keyword" and getattr(info.params, "is_tenant", False):
+        return "keyword:tenant"
+    return name
+
+
+def index_params(schema: str) -> Any:
+    return {
+        "keyword:tenant": qe.KeywordIndexParams(is_tenant=True),
+        "keyword": qe.PayloadSchemaType.Keyword,
+        "float": qe.PayloadSchemaType.Float,
+        "bool": qe.PayloadSchemaType.Bool,
+    }[schema]
