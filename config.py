@@ -102,8 +102,8 @@ class EmbeddingSettings(_Section):
     )
     rebuild_pause_s: float = Field(
         0.2, ge=0, le=60,
-        description="Model switch: pause between rebuild batches, so live searches keep their "
-        "speed (bench: python -m bench --only rebuild)",
+        description="Model switch: pause after a rebuild batch during which tool calls came "
+        "in, so live searches keep their speed (an idle brain rebuilds without pauses)",
     )
 
     @model_validator(mode="after")

@@ -6,6 +6,7 @@ so a query embedded by one model and run against the other generation shows at o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -208,13 +209,33 @@ def test_switch_under_concurrent_searches_and_adds(gb: Brain, new: Permuted) -> 
         assert zk in [h["zk_id"] for h in hits], text
 
 
+@contextlib.contextmanager
+def _traffic(b: Brain) -> Iterator[None]:
+    """Tool calls coming in all the while (mcp_server holds the gate for each)."""
+    stop = threading.Event()
+
+    def calls() -> None:
+        while not stop.is_set():
+            with b.gate.shared():
+                time.sleep(0.002)
+
+    t = threading.Thread(target=calls, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(5)
+
+
 def test_cancel_keeps_the_current_generation(gb: Brain, new: Permuted) -> None:
     _notes(gb, 30)
     gb.settings.embedding.rebuild_pause_s = 0.5  # slow, so the cancel lands mid-way
     gb.model_switch.cfg = type(gb.model_switch.cfg)(batch=4, pause_s=0.5)
-    gb.model_switch.switch(_target(new))
-    time.sleep(0.3)
-    out = gb.model_switch.cancel()
+    with _traffic(gb):  # the pause applies while tool calls come in
+        gb.model_switch.switch(_target(new))
+        time.sleep(0.3)
+        out = gb.model_switch.cancel()
     assert out["rebuild"]["status"] == "cancelled" and out["active"] == 1
     assert gb.meta.model == OLD
     assert not (gb.home / "store" / "opencode_brain_g2").exists()
@@ -272,14 +293,15 @@ def test_estimate_changes_nothing(gb: Brain, new: Permuted) -> None:
 _CHILD = """
 import sys, time
 from config import load_settings
-from tests.test_generations import Permuted, _open, _target
+from tests.test_generations import Permuted, _open, _target, _traffic
 settings = load_settings(home=sys.argv[1])
 new = Permuted()
 b = _open(settings, new)
 b.model_switch.cfg = type(b.model_switch.cfg)(batch=5, pause_s=0.3)
-b.model_switch.switch(_target(new))
-print("started", flush=True)
-time.sleep(600)
+with _traffic(b):  # tool calls keep coming: the rebuild paces itself, and is killed mid-way
+    b.model_switch.switch(_target(new))
+    print("started", flush=True)
+    time.sleep(600)
 """
 
 
@@ -470,3 +492,22 @@ def test_a_new_generation_keeps_the_stores_quantization(
         assert b.meta.model == new.record.id and b.store.quantization() == "int8"
     finally:
         b.close()
+
+
+def test_the_rebuild_pauses_only_for_live_traffic(gb: Brain, new: Permuted) -> None:
+    """Between batches the rebuild pauses only when tool calls came in meanwhile: an idle
+    brain rebuilds at full speed, a busy one yields."""
+    _notes(gb, 24)
+    gb.model_switch.cfg = type(gb.model_switch.cfg)(batch=4, pause_s=0.05)
+    gb.model_switch.switch(_target(new))
+    idle = gb.model_switch.rebuilder
+    gb.model_switch.wait(60)
+    assert idle is not None and idle.pauses == 0 and gb.meta.model == new.record.id
+    gb.model_switch.rollback()
+    gb.model_switch.drop_previous()
+
+    with _traffic(gb):
+        gb.model_switch.switch(_target(new))
+        busy = gb.model_switch.rebuilder
+        gb.model_switch.wait(60)
+    assert busy is not None and busy is not idle and busy.pauses >= 3

@@ -349,6 +349,13 @@ async def test_every_tool_works_with_the_token(
     assert "hot_files" in await call("health_hot_files")
     assert (await call("health_gc"))["dry_run"] is True
     assert (await call("health_repair", {"project": p}))["dry_run"] is True
+    assert "payload_indexes" in await call("health_collection")
+    assert (await call("health_rebuild_indexes"))["dry_run"] is True
+    assert (await call("health_quantization", {"mode": "none"}))["dry_run"] is True
+    # model switch (read-only tools)
+    assert (await call("model_status"))["active"] == 1
+    assert (await call("model_estimate", {"model": "offline/hash-384", "dimension": 64}))[
+        "points"] >= 1
 
     listed = {t.name for t in await c.list_tools()}
     assert listed - called == set(), "new tools: add a call for each to this test"

@@ -99,7 +99,7 @@ def test_a_brain_on_the_default_backend_stores_and_finds(
     _seed_store(settings, _empty_shard)
     b = Brain(settings, clock=clock).open()
     try:
-        assert isinstance(b.embedder, OnnxEmbedder)
+        assert isinstance(b.embedder.inner, OnnxEmbedder)  # under the model-switch wrapper
         for text in TEXTS[:6]:
             b.memory.add(text, project="p")
         hits = b.memory.search("what is the session cache TTL", 3, RecallFilter(project="p"))

@@ -48,6 +48,7 @@ class Gate:
         self._readers = 0
         self._writer = False
         self._waiting = 0
+        self.entered = 0  # shared entries so far: a rebuild yields only to live traffic
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -63,6 +64,7 @@ class Gate:
             while self._writer or self._waiting:
                 self._cond.wait()
             self._readers += 1
+            self.entered += 1
         _local.gate_depth = 1
         try:
             yield

@@ -102,8 +102,13 @@ def take_over(ids: list[str], source: VectorStore, target: VectorStore,
 
 @dataclass
 class Pace:
+    """Points per batch, and the pause after a batch. ``activity`` (the gate's count of tool
+    calls) makes the pause conditional: a batch after which no tool call came in is followed
+    by the next at once, so an idle brain rebuilds at full speed and a busy one yields."""
+
     batch: int
     pause_s: float
+    activity: Callable[[], int] | None = None
 
 
 class Rebuilder:
@@ -123,6 +128,8 @@ class Rebuilder:
         self.reembed = reembed
         self.dirty = dirty
         self.pace = pace
+        self.pauses = 0  # pauses taken for live traffic
+        self._activity = pace.activity() if pace.activity is not None else None
         self.now = now
         self.swap = swap
         self.stop = threading.Event()
@@ -182,8 +189,11 @@ class Rebuilder:
                        elapsed_s=self.rb.elapsed_s + time.monotonic() - t0)
             if nxt is None:
                 return
-            if self.pace.pause_s > 0:
+            seen = self.pace.activity() if self.pace.activity is not None else None
+            if self.pace.pause_s > 0 and (seen is None or seen != self._activity):
+                self.pauses += 1
                 self.stop.wait(self.pace.pause_s)
+            self._activity = seen
 
     def drain(self, small: int = 0) -> bool:
         """Take over the dirty ids, a batch at a time; True when at most ``small`` are left."""

@@ -152,12 +152,13 @@ class ModelSwitch:
             emb.embed_documents(texts)
             per_text = (time.perf_counter() - t0) / len(texts)
         batches = -(-max(0, total) // self.cfg.batch)
-        base = per_text * max(0, total) + batches * self.cfg.pause_s
+        base = per_text * max(0, total)  # an idle brain: no pause between batches
+        busy = base + batches * self.cfg.pause_s  # live traffic after every batch
         out: dict[str, Any] = {
             "model": target.model, "dimension": emb.dimension, "provider": target.provider,
             "points": max(0, total), "by_kind": kinds, "sampled": len(texts),
             "seconds_per_text": round(per_text, 5),
-            "time_s": {"low": round(base * 0.8, 1), "high": round(base * 1.5 + 1, 1)},
+            "time_s": {"low": round(base * 0.8, 1), "high": round(busy * 1.5 + 1, 1)},
         }
         if target.provider != "local" and texts:
             sample_tokens = sum(emb.count_tokens(t) for t in texts)
@@ -214,7 +215,8 @@ class ModelSwitch:
         self.rebuilder = Rebuilder(
             self.d.home, self.state, self.d.guarded, self.target, reembed,
             st.DirtyLog.for_generation(self.d.home, rb.generation),
-            Pace(self.cfg.batch, self.cfg.pause_s), self.d.now, self._swap)
+            Pace(self.cfg.batch, self.cfg.pause_s, lambda: self.d.gate.entered), self.d.now,
+            self._swap)
         self.rebuilder.start()
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
