@@ -15,12 +15,14 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 # typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    from os import PathLike
+
+    Path = str | PathLike[str]  # a data dir or file: a str or a pathlib.Path
     from collections.abc import Iterator
     from typing import Any
 
@@ -46,7 +48,7 @@ class CallFailed(Exception):
 
 # ------------------------------------------------------------------------------ files
 def _append_private(path: Path, line: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -58,9 +60,9 @@ def _append_private(path: Path, line: str) -> None:
 def log(home: Path, event: str, reason: str) -> None:
     """One line per hook that did not do its job; never the payload (it may hold secrets)."""
     with contextlib.suppress(OSError):
-        path = home / LOG_FILE
-        if path.exists() and path.stat().st_size > MAX_LOG:
-            path.replace(path.with_suffix(".log.1"))
+        path = os.path.join(home, LOG_FILE)
+        if os.path.exists(path) and os.stat(path).st_size > MAX_LOG:
+            os.replace(path, path + ".1")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         _append_private(path, f"{stamp} pid={os.getpid()} {event}: {reason[:300]}\n")
 
@@ -69,8 +71,8 @@ def log(home: Path, event: str, reason: str) -> None:
 def state(home: Path) -> Iterator[dict[str, Any]]:
     """The hooks' small memory between runs (failed command shapes waiting for their fix,
     the last handoff per session), read and written under an exclusive lock."""
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / STATE_FILE
+    os.makedirs(home, exist_ok=True)
+    path = os.path.join(home, STATE_FILE)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -108,8 +110,8 @@ def _redacted(value: Any) -> Any:
 
 
 def spool(home: Path, entry: dict[str, Any]) -> None:
-    path = home / SPOOL_FILE
-    if path.exists() and path.stat().st_size > MAX_SPOOL:
+    path = os.path.join(home, SPOOL_FILE)
+    if os.path.exists(path) and os.stat(path).st_size > MAX_SPOOL:
         raise OSError(f"spool full ({MAX_SPOOL} bytes): start a server to drain it")
     entry = {**_redacted(entry), "at": time.time()}
     _append_private(path, json.dumps(entry, separators=(",", ":")) + "\n")
@@ -117,8 +119,13 @@ def spool(home: Path, entry: dict[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------ the owner
 def _calls_path(address: str) -> str:
-    p = Path(address)  # the call channel sits next to owner.sock: owner.calls.sock
-    return str(p.with_name(f"{p.stem}.calls{p.suffix}"))
+    stem, suffix = os.path.splitext(address)  # next to owner.sock: owner.calls.sock
+    return f"{stem}.calls{suffix}"
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def _alive(pid: int) -> bool:
@@ -145,8 +152,8 @@ class Owner:
         import socket  # only a run that calls the owner pays for it
 
         try:
-            info = json.loads((self.home / "owner.json").read_text(encoding="utf-8"))
-            token = (self.home / "owner.token").read_text(encoding="utf-8").strip()
+            info = json.loads(_read(os.path.join(self.home, "owner.json")))
+            token = _read(os.path.join(self.home, "owner.token")).strip()
             address, pid = str(info.get("address") or ""), int(info.get("pid") or 0)
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise NoOwner(f"no owner.json/owner.token ({type(exc).__name__})") from None

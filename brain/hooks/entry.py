@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 from brain.hooks import (
     CONFIDENCE_FLOOR,
@@ -81,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
     except ValueError as exc:  # a broken hook command line must not stop the agent either
-        log(Path(os.environ.get("BRAIN__HOME", "~/.opencode-brain")).expanduser(), "args", str(exc))
+        log(os.path.expanduser(os.environ.get("BRAIN__HOME", "~/.opencode-brain")), "args", str(exc))
         return 0
-    home = Path(args.home).expanduser()
+    home = os.path.expanduser(args.home)
     limit = (args.deadline_ms or DEADLINE_MS[args.event]) / 1000.0
     owner = Owner(home, {"user_id": args.user_id, "agent_id": args.agent_id})
     text = ""

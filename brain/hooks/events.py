@@ -15,9 +15,9 @@ the same fields, with ``transcript`` (a list of records) in place of ``transcrip
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from pathlib import Path
 
 from brain.hooks import client
 
@@ -28,6 +28,8 @@ from brain.hooks import client
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from brain.hooks.client import Path
 
 STOP_EVERY_S = 15 * 60
 MAX_FAILURE_OUTPUT = 2000  # characters of a failed command's output kept in the note
@@ -55,13 +57,17 @@ def project_of(payload: dict[str, Any], explicit: str = "") -> str:
     """The project a session works on: --project, else the name of the git root above cwd."""
     if explicit:
         return explicit[:128]
-    cwd = Path(str(payload.get("cwd") or ".")).expanduser()
-    root = cwd
-    for parent in (cwd, *cwd.parents):
-        if (parent / ".git").exists():
+    cwd = os.path.abspath(os.path.expanduser(str(payload.get("cwd") or ".")))
+    root, parent = cwd, cwd
+    while True:
+        if os.path.exists(os.path.join(parent, ".git")):
             root = parent
             break
-    name = _PROJECT_OK.sub("-", root.name).strip("-.")
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    name = _PROJECT_OK.sub("-", os.path.basename(root)).strip("-.")
     return (name or "general")[:128]
 
 

@@ -8,8 +8,8 @@ tokenizer); items go in priority order and the first one that does not fit ends 
 from __future__ import annotations
 
 import json
+import os
 import re
-from pathlib import Path
 
 from brain.hooks import CHARS_PER_TOKEN
 
@@ -143,9 +143,8 @@ def load_transcript(payload: dict[str, Any]) -> list[dict[str, Any]]:
     path = payload.get("transcript_path")
     if not path:
         return []
-    p = Path(str(path)).expanduser()
     try:
-        with p.open("rb") as fh:
+        with open(os.path.expanduser(str(path)), "rb") as fh:
             size = fh.seek(0, 2)
             fh.seek(max(0, size - MAX_TRANSCRIPT))
             raw = fh.read()
