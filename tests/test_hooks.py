@@ -48,20 +48,25 @@ def payload(name: str, project_dir: Path) -> dict[str, Any]:
     text = (FIXTURES / name).read_text()
     transcript = project_dir / "transcript.jsonl"
     if not transcript.exists():
-        transcript.write_text((FIXTURES / "transcript.jsonl").read_text().replace(
-            "@CWD@", str(project_dir)))
+        transcript.write_text(
+            (FIXTURES / "transcript.jsonl").read_text().replace("@CWD@", str(project_dir))
+        )
     text = text.replace("@CWD@", str(project_dir)).replace("@TRANSCRIPT@", str(transcript))
     return json.loads(text)
 
 
-def run_hook(event: str, data: dict[str, Any] | str, home: Path, *extra: str,
-             timeout: float = 20) -> tuple[str, float, int]:
+def run_hook(
+    event: str, data: dict[str, Any] | str, home: Path, *extra: str, timeout: float = 20
+) -> tuple[str, float, int]:
     """One hook process as Claude Code runs it: JSON on stdin, stdout read back."""
     stdin = data if isinstance(data, str) else json.dumps(data)
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-I", "-S", str(RUNNER), event, "--home", str(home), *extra],
-        input=stdin, capture_output=True, text=True, timeout=timeout,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return proc.stdout, time.monotonic() - t0, proc.returncode
 
@@ -83,8 +88,13 @@ async def server(home: Path) -> AsyncIterator[Client]:
         "BRAIN__WORKERS__ENRICHMENT__ENABLED": "false",
         "PYTHONPATH": str(ROOT),
     }
-    transport = StdioTransport(command=sys.executable, args=[str(ROOT / "mcp_server.py")],
-                               env=env, cwd=str(ROOT), keep_alive=False)
+    transport = StdioTransport(
+        command=sys.executable,
+        args=[str(ROOT / "mcp_server.py")],
+        env=env,
+        cwd=str(ROOT),
+        keep_alive=False,
+    )
     async with Client(transport, timeout=60) as c:
         await c.call_tool("brain_stats", {})  # the owner is up and serving its call channel
         yield c
@@ -123,8 +133,10 @@ def test_signature_counts_repeats_and_matches_the_fix() -> None:
 
 
 def test_render_keeps_to_the_budget() -> None:
-    hits = [{"zk_id": f"ZK-{i}", "note_kind": "fix", "title": "t" * 100, "content": "c" * 400}
-            for i in range(20)]
+    hits = [
+        {"zk_id": f"ZK-{i}", "note_kind": "fix", "title": "t" * 100, "content": "c" * 400}
+        for i in range(20)
+    ]
     text = summary.render_hits(hits, 100)
     assert 0 < len(text) <= 100 * 4
     assert summary.render_hits([], 500) == ""
@@ -152,8 +164,14 @@ def test_hook_process_imports_nothing_heavy() -> None:
         "'config','brain.app','brain.memory'}; "
         "print(sorted(m for m in sys.modules if m in heavy or m.split('.')[0] in heavy))"
     )
-    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
-                         cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -163,7 +181,54 @@ def test_bad_input_fails_open(home: Path) -> None:
         assert (out, code) == ("", 0)
     out, _, code = run_hook("session-start", "{}", home, "--no-such-flag")
     assert (out, code) == ("", 0)
-    assert "JSONDecodeError" in (home / "hooks.log").read_text()
+    assert "ValueError: Expecting value at char 0" in (home / "hooks.log").read_text()
+
+
+def test_prompt_hook_start_imports_no_slow_stdlib() -> None:
+    """The modules every hook run loads keep off the stdlib modules that cost its start the
+    most (json's regexes, re, enum, socket.py, signal.py, contextlib, typing): issue 18's
+    60 ms budget is mostly interpreter start and imports."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+        "import brain.hooks.entry, brain.hooks.summary; "
+        "slow={'json','re','enum','socket','signal','contextlib','typing','functools',"
+        "'collections','selectors','shlex','hashlib','pathlib','dataclasses','inspect'}; "
+        "print(sorted(m for m in sys.modules if m in slow))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        check=True,
+    )  # -I -S: as installed hooks run
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1, "b": [1.5, None, True, 'q"\n\u00e9\U0001f600'], "c": {"z": 1, "a": 2}},
+        [],
+        "s",
+        -3,
+        1e300,
+        {"nested": [{"x": []}, {}]},
+    ],
+)
+def test_hook_wire_json_is_the_json_module(value: Any) -> None:
+    from brain.hooks import wire
+
+    assert wire.dumps(value) == json.dumps(value, separators=(",", ":"))
+    assert wire.dumps(value, sort_keys=True) == json.dumps(
+        value, separators=(",", ":"), sort_keys=True
+    )
+    text = json.dumps(value)
+    assert wire.loads(text) == json.loads(text)
+    assert wire.loads(text.encode()) == json.loads(text)
+    for bad in ("", "{", "{} x", "[1,]", "nul", "\ufeff{}"):
+        with pytest.raises(ValueError):
+            wire.loads(bad)
 
 
 # ------------------------------------------------------------------------------ live
@@ -208,8 +273,16 @@ async def test_failure_then_fix_then_next_session_shows_both(home: Path, project
         assert "Make the store tests pass" in text  # the handoff
         assert mistake["zk_id"] in text and "-> fix: " in text  # the mistake with its fix
         assert len(text) <= 1500 * 4
-        small = injected(run_hook("session-start", payload("session_start.json", project_dir),
-                                  home, "--session-budget", "40")[0], "SessionStart")
+        small = injected(
+            run_hook(
+                "session-start",
+                payload("session_start.json", project_dir),
+                home,
+                "--session-budget",
+                "40",
+            )[0],
+            "SessionStart",
+        )
         assert len(small) <= 40 * 4
 
         prompt = payload("user_prompt_submit.json", project_dir)
@@ -229,13 +302,19 @@ async def test_failure_then_fix_then_next_session_shows_both(home: Path, project
 
 async def test_opencode_payload_and_plain_output(home: Path, project_dir: Path) -> None:
     async with server(home) as c:
-        run_hook("post-tool", payload("opencode_bash_failed.json", project_dir), home,
-                 "--client", "opencode")
+        run_hook(
+            "post-tool",
+            payload("opencode_bash_failed.json", project_dir),
+            home,
+            "--client",
+            "opencode",
+        )
         ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
         [mistake] = ctx["recent_mistakes"]
         assert "TS2322" in mistake["content"]
-        out, _, _ = run_hook("session-start", {"cwd": str(project_dir)}, home,
-                             "--client", "opencode")
+        out, _, _ = run_hook(
+            "session-start", {"cwd": str(project_dir)}, home, "--client", "opencode"
+        )
         assert out.startswith("Memory from opencode-brain") and mistake["zk_id"] in out
 
 
@@ -243,8 +322,9 @@ async def test_opencode_payload_and_plain_output(home: Path, project_dir: Path) 
 async def test_absent_owner_spools_redacted_and_next_server_drains(
     home: Path, project_dir: Path
 ) -> None:
-    out, took, code = run_hook("post-tool", payload("post_tool_use_failure_bash.json",
-                                                    project_dir), home)
+    out, took, code = run_hook(
+        "post-tool", payload("post_tool_use_failure_bash.json", project_dir), home
+    )
     assert (out, code) == ("", 0) and took < 5
     run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
     run_hook("pre-compact", payload("pre_compact.json", project_dir), home)
@@ -263,12 +343,15 @@ async def test_absent_owner_spools_redacted_and_next_server_drains(
     assert run_hook("session-start", payload("session_start.json", project_dir), home)[0] == ""
     async with server(home) as c:
         assert not spool.exists()
-        first = injected(run_hook("user-prompt", payload("user_prompt_submit.json", project_dir),
-                                  home)[0], "UserPromptSubmit")
+        first = injected(
+            run_hook("user-prompt", payload("user_prompt_submit.json", project_dir), home)[0],
+            "UserPromptSubmit",
+        )
         assert first.startswith("Memory from opencode-brain") and "Last handoff" in first
-        again = injected(run_hook("user-prompt", payload("user_prompt_submit.json",
-                                                         project_dir), home)[0],
-                         "UserPromptSubmit")
+        again = injected(
+            run_hook("user-prompt", payload("user_prompt_submit.json", project_dir), home)[0],
+            "UserPromptSubmit",
+        )
         assert "Last handoff" not in again  # briefed once
         ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
         [mistake] = ctx["recent_mistakes"]
@@ -301,12 +384,22 @@ def test_stalled_owner_hits_the_deadline(home: Path, project_dir: Path) -> None:
     (home / "owner.json").write_text(json.dumps({"pid": os.getpid(), "address": str(sock_path)}))
     (home / "owner.token").write_text("t")
     try:
-        out, took, code = run_hook("session-start", payload("session_start.json", project_dir),
-                                   home, "--deadline-ms", "400")
+        out, took, code = run_hook(
+            "session-start",
+            payload("session_start.json", project_dir),
+            home,
+            "--deadline-ms",
+            "400",
+        )
         assert (out, code) == ("", 0)
         assert took < 3.0, took  # 0.4 s deadline + interpreter start on a loaded box
-        out, took, code = run_hook("post-tool", payload("post_tool_use_failure_bash.json",
-                                                        project_dir), home, "--deadline-ms", "400")
+        out, took, code = run_hook(
+            "post-tool",
+            payload("post_tool_use_failure_bash.json", project_dir),
+            home,
+            "--deadline-ms",
+            "400",
+        )
         assert (out, code) == ("", 0) and took < 3.0
     finally:
         stop.set()

@@ -9,21 +9,21 @@ nothing it has not finished; the reason goes to ``<home>/hooks.log``.
 
 from __future__ import annotations
 
-import contextlib
+import _signal  # signal.py builds enums at import (enum, functools: ~6 ms of a hook's start)
 import fcntl
-import json
 import os
-import signal
 import time
 
-# typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
+from brain.hooks import wire
+
+# typing, collections.abc and contextlib cost a hook's start ~10 ms; annotations are strings
+# here, and the two context managers below are plain classes.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import socket
     from os import PathLike
+    from types import TracebackType
 
     Path = str | PathLike[str]  # a data dir or file: a str or a pathlib.Path
-    from collections.abc import Iterator
     from typing import Any
 
 SPOOL_FILE = "hooks.spool.jsonl"
@@ -59,41 +59,61 @@ def _append_private(path: Path, line: str) -> None:
 
 def log(home: Path, event: str, reason: str) -> None:
     """One line per hook that did not do its job; never the payload (it may hold secrets)."""
-    with contextlib.suppress(OSError):
+    try:
         path = os.path.join(home, LOG_FILE)
         if os.path.exists(path) and os.stat(path).st_size > MAX_LOG:
             os.replace(path, path + ".1")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         _append_private(path, f"{stamp} pid={os.getpid()} {event}: {reason[:300]}\n")
+    except OSError:
+        pass
 
 
-@contextlib.contextmanager
-def state(home: Path) -> Iterator[dict[str, Any]]:
+class state:  # noqa: N801 - used as a function: ``with state(home) as st``
     """The hooks' small memory between runs (failed command shapes waiting for their fix,
-    the last handoff per session), read and written under an exclusive lock."""
-    os.makedirs(home, exist_ok=True)
-    path = os.path.join(home, STATE_FILE)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        raw = b""
-        while chunk := os.read(fd, 1 << 16):
-            raw += chunk
+    the last handoff per session), read and written under an exclusive lock. Written back
+    only when the block changed it and ended without an exception."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.fd = -1
+        self.data: dict[str, Any] = {}
+        self.before = ""
+
+    def __enter__(self) -> dict[str, Any]:
+        os.makedirs(self.home, exist_ok=True)
+        self.fd = os.open(os.path.join(self.home, STATE_FILE), os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            data = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            data = {}
-        if not isinstance(data, dict):
-            data = {}
-        before = json.dumps(data, sort_keys=True)
-        yield data
-        after = json.dumps(data, sort_keys=True)
-        if after != before:
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.ftruncate(fd, 0)
-            os.write(fd, after.encode("utf-8"))
-    finally:
-        os.close(fd)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            raw = b""
+            while chunk := os.read(self.fd, 1 << 16):
+                raw += chunk
+            try:
+                data = wire.loads(raw) if raw.strip() else {}
+            except ValueError:
+                data = {}
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.data = data if isinstance(data, dict) else {}
+        self.before = wire.dumps(self.data, sort_keys=True)
+        return self.data
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is None:
+                after = wire.dumps(self.data, sort_keys=True)
+                if after != self.before:
+                    os.lseek(self.fd, 0, os.SEEK_SET)
+                    os.ftruncate(self.fd, 0)
+                    os.write(self.fd, after.encode("utf-8"))
+        finally:
+            os.close(self.fd)
 
 
 def _redacted(value: Any) -> Any:
@@ -114,7 +134,7 @@ def spool(home: Path, entry: dict[str, Any]) -> None:
     if os.path.exists(path) and os.stat(path).st_size > MAX_SPOOL:
         raise OSError(f"spool full ({MAX_SPOOL} bytes): start a server to drain it")
     entry = {**_redacted(entry), "at": time.time()}
-    _append_private(path, json.dumps(entry, separators=(",", ":")) + "\n")
+    _append_private(path, wire.dumps(entry) + "\n")
 
 
 # ------------------------------------------------------------------------------ the owner
@@ -144,22 +164,23 @@ class Owner:
     def __init__(self, home: Path, caller: dict[str, str]) -> None:
         self.home = home
         self.caller = caller
-        self._sock: socket.socket | None = None
+        self._sock: Any = None  # a _socket.socket
         self._buf = b""
         self._next = 0
 
-    def _connect(self) -> socket.socket:
-        import socket  # only a run that calls the owner pays for it
+    def _connect(self) -> Any:
+        # _socket, not socket: socket.py builds enums and imports selectors (~5 ms).
+        import _socket
 
         try:
-            info = json.loads(_read(os.path.join(self.home, "owner.json")))
+            info = wire.loads(_read(os.path.join(self.home, "owner.json")))
             token = _read(os.path.join(self.home, "owner.token")).strip()
             address, pid = str(info.get("address") or ""), int(info.get("pid") or 0)
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise NoOwner(f"no owner.json/owner.token ({type(exc).__name__})") from None
         if not address or not token or not _alive(pid):
             raise NoOwner("no live owner serving calls")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.connect(_calls_path(address))
             self._sock = sock
@@ -174,7 +195,7 @@ class Owner:
 
     def _send(self, frame: dict[str, Any]) -> None:
         assert self._sock is not None
-        self._sock.sendall(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+        self._sock.sendall(wire.dumps(frame).encode() + b"\n")
 
     def _read(self) -> dict[str, Any]:
         assert self._sock is not None
@@ -184,7 +205,7 @@ class Owner:
                 raise NoOwner("the owner closed the channel")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
-        frame = json.loads(line)
+        frame = wire.loads(line)
         return frame if isinstance(frame, dict) else {}
 
     def call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -194,9 +215,15 @@ class Owner:
         self._next += 1
         rid = self._next
         self._send(
-            {"id": rid, "name": name, "args": args, "caller": self.caller,
-             "transport": "local",  # a hook is a local process: brain/paths.py's local policy
-             "request_id": os.urandom(16).hex(), "retry": False}
+            {
+                "id": rid,
+                "name": name,
+                "args": args,
+                "caller": self.caller,
+                "transport": "local",  # a hook is a local process: brain/paths.py's local policy
+                "request_id": os.urandom(16).hex(),
+                "retry": False,
+            }
         )
         while True:
             frame = self._read()
@@ -213,24 +240,29 @@ class Owner:
 
     def close(self) -> None:
         if self._sock is not None:
-            with contextlib.suppress(OSError):
+            try:
                 self._sock.close()
+            except OSError:
+                pass
             self._sock = None
 
 
 # ------------------------------------------------------------------------------ deadline
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
+class deadline:  # noqa: N801 - used as a function: ``with deadline(seconds)``
     """Raise Deadline in this (single-threaded) process after ``seconds``, wherever it is:
     blocked on a socket, reading a transcript, or in a loop."""
 
-    def fire(_sig: int, _frame: Any) -> None:
-        raise Deadline(f"deadline of {seconds:.2f} s passed")
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.old: Any = None
 
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    def _fire(self, _sig: int, _frame: Any) -> None:
+        raise Deadline(f"deadline of {self.seconds:.2f} s passed")
+
+    def __enter__(self) -> None:
+        self.old = _signal.signal(_signal.SIGALRM, self._fire)
+        _signal.setitimer(_signal.ITIMER_REAL, max(self.seconds, 0.001))
+
+    def __exit__(self, *exc: object) -> None:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, self.old)

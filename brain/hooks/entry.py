@@ -5,7 +5,6 @@ Standard library only, like the rest of brain/hooks (a hook starts in ~30 ms of 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -16,6 +15,7 @@ from brain.hooks import (
     PROMPT_BUDGET_TOKENS,
     SESSION_BUDGET_TOKENS,
     events,
+    wire,
 )
 from brain.hooks.client import MAX_STDIN, Owner, deadline, log
 
@@ -43,8 +43,15 @@ class Args:
 
 
 _FLAGS: dict[str, Any] = {
-    "--client": str, "--home": str, "--project": str, "--user-id": str, "--agent-id": str,
-    "--session-budget": int, "--prompt-budget": int, "--floor": float, "--deadline-ms": int,
+    "--client": str,
+    "--home": str,
+    "--project": str,
+    "--user-id": str,
+    "--agent-id": str,
+    "--session-budget": int,
+    "--prompt-budget": int,
+    "--floor": float,
+    "--deadline-ms": int,
 }
 
 
@@ -70,7 +77,7 @@ def _read_stdin() -> dict[str, Any]:
     raw = sys.stdin.buffer.read(MAX_STDIN + 1)
     if len(raw) > MAX_STDIN:
         raise ValueError(f"hook input over {MAX_STDIN} bytes")
-    data = json.loads(raw or b"{}")
+    data = wire.loads(raw or b"{}")
     if not isinstance(data, dict):
         raise ValueError("hook input is not a JSON object")
     return data
@@ -80,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
     except ValueError as exc:  # a broken hook command line must not stop the agent either
-        log(os.path.expanduser(os.environ.get("BRAIN__HOME", "~/.opencode-brain")), "args", str(exc))
+        log(
+            os.path.expanduser(os.environ.get("BRAIN__HOME", "~/.opencode-brain")), "args", str(exc)
+        )
         return 0
     home = os.path.expanduser(args.home)
     limit = (args.deadline_ms or DEADLINE_MS[args.event]) / 1000.0
@@ -109,4 +118,4 @@ def events_output(event: str, client: str, text: str) -> str:
     name = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit"}.get(event)
     if name is None:
         return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}})
+    return wire.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}})

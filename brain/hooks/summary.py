@@ -7,11 +7,9 @@ tokenizer); items go in priority order and the first one that does not fit ends 
 
 from __future__ import annotations
 
-import json
 import os
-import re
 
-from brain.hooks import CHARS_PER_TOKEN
+from brain.hooks import CHARS_PER_TOKEN, wire
 
 # typing and collections.abc cost a hook's start ~10 ms; annotations are strings here.
 TYPE_CHECKING = False
@@ -22,7 +20,8 @@ MAX_TRANSCRIPT = 4 * 1024 * 1024  # read at most the last 4 MB of a transcript
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "patch"})
 PATH_KEYS = ("file_path", "filePath", "notebook_path", "path")
 SHELL_TOOLS = frozenset({"Bash", "bash"})
-_NEXT = re.compile(r"^\s*(?:[-*]\s*)?(?:\[ \]\s*|next\b|todo\b|remaining\b|still to do\b)", re.I)
+# A "what is left" line of an answer; compiled by summarize only (re costs a hook ~5 ms).
+_NEXT = r"^\s*(?:[-*]\s*)?(?:\[ \]\s*|next\b|todo\b|remaining\b|still to do\b)"
 
 
 def _one_line(text: Any, cap: int) -> str:
@@ -153,7 +152,7 @@ def load_transcript(payload: dict[str, Any]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for line in raw.decode("utf-8", "replace").splitlines():
         try:
-            data = json.loads(line)
+            data = wire.loads(line)
         except ValueError:
             continue  # the first line of a tail read, or a partial last one
         if isinstance(data, dict):
@@ -167,15 +166,20 @@ def _is_prompt(text: str) -> bool:
     return bool(t) and not t.startswith(("<", "[Request interrupted", "Caveat:"))
 
 
-def summarize(records: list[dict[str, Any]], pending: list[dict[str, Any]]) -> dict[str, Any] | None:
+def summarize(
+    records: list[dict[str, Any]], pending: list[dict[str, Any]]
+) -> dict[str, Any] | None:
     """close_session arguments from the session's records, or None for an empty session.
 
     objective: the first prompt; completed: what the last answer said it did, with counts;
     blockers: commands of this session that failed and never succeeded since; next_steps:
     "next/todo" lines of the last answer, and the last prompt when it was another request;
     key_files: files the session edited."""
-    prompts = [str(r["text"]) for r in records if r.get("role") == "user" and _is_prompt(
-        str(r.get("text") or ""))]
+    prompts = [
+        str(r["text"])
+        for r in records
+        if r.get("role") == "user" and _is_prompt(str(r.get("text") or ""))
+    ]
     answers = [str(r["text"]) for r in records if r.get("role") == "assistant" and r.get("text")]
     tools = [r for r in records if r.get("tool")]
     if not prompts or not (answers or tools):
@@ -187,10 +191,13 @@ def summarize(records: list[dict[str, Any]], pending: list[dict[str, Any]]) -> d
             for key in PATH_KEYS:
                 if inp.get(key) and str(inp[key]) not in files:
                     files.append(str(inp[key]))
+    import re
+
+    is_next = re.compile(_NEXT, re.I).match
     last = answers[-1] if answers else ""
     lines = [ln.strip() for ln in last.splitlines() if ln.strip()]
-    nxt = [_one_line(ln, 200) for ln in lines if _NEXT.match(ln)][:5]
-    completed = [_one_line(ln, 200) for ln in lines if not _NEXT.match(ln)][:3]
+    nxt = [_one_line(ln, 200) for ln in lines if is_next(ln)][:5]
+    completed = [_one_line(ln, 200) for ln in lines if not is_next(ln)][:3]
     commands = sum(1 for r in tools if r.get("tool") in SHELL_TOOLS)
     if commands or files:
         completed.append(f"ran {commands} shell command(s), edited {len(files)} file(s)")
