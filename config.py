@@ -88,22 +88,22 @@ class EmbeddingSettings(_Section):
     max_tokens: int = Field(
         0, ge=0, description="Input window of a remote model not in the registry; 0 = 512"
     )
-    daily_token_cap: int = Field(
-        0,
-        ge=0,
+    daily_token_cap: int = Field(0, ge=0,
         description="Remote embedding tokens per UTC day (paid endpoints); once reached, sync and "
         "note writes pause with EMBEDDING_TOKEN_CAP_REACHED until 00:00 UTC; 0 = no cap",
     )
 
-    rebuild_batch: int = Field(
-        32, ge=1, le=1024,
+    rebuild_batch: int = Field(32, ge=1, le=1024,
         description="Model switch (`brain model switch`): points re-embedded per batch of the "
         "background rebuild; each batch is checkpointed",
     )
-    rebuild_pause_s: float = Field(
-        0.2, ge=0, le=60,
-        description="Model switch: pause after a rebuild batch during which tool calls came "
-        "in, so live searches keep their speed (an idle brain rebuilds without pauses)",
+    rebuild_pause_s: float = Field(0.2, ge=0, le=60,
+        description="Model switch: least pause after a rebuild batch during which tool calls "
+        "came in (an idle brain rebuilds without pauses); 0 = never yield",
+    )
+    rebuild_busy_share: float = Field(
+        0.25, gt=0, le=1, description="Model switch: share of the time a rebuild works while "
+        "tool calls come in (it pauses batch time x (1 - share) / share after each batch)",
     )
 
     @model_validator(mode="after")
@@ -128,13 +128,11 @@ class MemorySettings(_Section):
         True, description="Replace secret-shaped strings in written content by a marker"
     )
     default_project: str = Field("general", description="Project used when a call names none")
-    relevance_band: float = Field(
-        0.4, gt=0, lt=1,
+    relevance_band: float = Field(0.4, gt=0, lt=1,
         description="A search answers 'single' when its second hit scores at most (1 - this) "
                     "of the top hit's fused score, else 'many'",
     )
-    hype_questions: int = Field(
-        3, ge=0, le=10,
+    hype_questions: int = Field(3, ge=0, le=10,
         description="Hypothetical questions (HyPE) the chat model writes per permanent note in "
                     "the background, stored as extra vectors that searches match to the note; "
                     "0 disables. Needs a configured LLM",

@@ -8,43 +8,50 @@ to the local all-MiniLM-L6-v2 by a rebuild generation at the default pace
 - the rebuild's wall time against embedding the same note texts alone with the same model
   (issue 16 target: at most 1.3x, at the default pace and with no pause);
 - search_memory p50 while the rebuild runs against the same searches idle (target: at most
-  +30%).
+  +30%). Searches are search_memory tool calls through an in-process MCP client (the
+  product's path: the tool call enters the generation gate, which is what makes the rebuild
+  pause for live traffic).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import call, mcp_client
 from bench.speed import PROJECTS, synthetic_notes
 
 TARGET = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def _p50_ms(brain: Any, queries: list[str], stop: threading.Event | None = None,
-            limit: int = 200) -> float:
+async def _search_p50(brain: Any, queries: list[str], until: Callable[[], bool] | None = None,
+                      limit: int = 200) -> tuple[float, int]:
+    """(p50 ms, searches) of search_memory tool calls: ``limit`` of them, or as many as run
+    until ``until()`` says stop."""
     times: list[float] = []
-    i = 0
-    while i < limit and (stop is None or not stop.is_set()):
-        q = queries[i % len(queries)]
-        t = time.perf_counter()
-        with brain.gate.shared():
-            qvec = brain.embedder.embed_query(q).tolist()
-            brain.memory.search(q, 5, query_vector=qvec, stamp=False)
-        times.append((time.perf_counter() - t) * 1000)
-        i += 1
-    return round(statistics.median(times), 2) if times else 0.0
+    async with mcp_client(brain) as client:
+        await call(client, "search_memory", {"query": "warm up", "all_projects": True})
+        i = 0
+        while (i < limit) if until is None else not until():
+            t = time.perf_counter()
+            await call(client, "search_memory",
+                       {"query": queries[i % len(queries)], "top_k": 5, "all_projects": True})
+            times.append((time.perf_counter() - t) * 1000)
+            i += 1
+    return (round(statistics.median(times), 2) if times else 0.0), len(times)
 
 
-def _searching(brain: Any, queries: list[str], stop: threading.Event,
-               out: list[float]) -> None:
-    out.append(_p50_ms(brain, queries, stop, 10**9))
+def _wait_then(brain: Any, done: threading.Event) -> None:
+    brain.model_switch.wait(3 * 3600)
+    done.set()
 
 
 def _filled(home: Path, n: int, batch: int | None, pause_s: float | None, new: Any) -> Any:
@@ -84,21 +91,20 @@ def measure(n: int, scratch: Path, log: Any = print) -> dict[str, Any]:
     for label, pause in (("no_pause", 0.0), ("default_pace", None)):
         brain = _filled(Path(tempfile.mkdtemp(dir=scratch)), n, None, pause, new)
         try:
-            idle = _p50_ms(brain, queries)
-            stop = threading.Event()
+            idle, _ = asyncio.run(_search_p50(brain, queries))
+            done = threading.Event()
             t = time.perf_counter()
             brain.model_switch.switch(Target(TARGET, 384))
+            waiter = threading.Thread(target=_wait_then, args=(brain, done), daemon=True)
+            waiter.start()
             busy: list[float] = []
             # No pause: the rebuild alone (its cost against embedding alone); the default
             # pace: with searches running, their p50.
-            th = threading.Thread(target=_searching, args=(brain, queries, stop, busy))
             if label == "default_pace":
-                th.start()
-            brain.model_switch.wait(3600)
+                p50, count = asyncio.run(_search_p50(brain, queries, until=done.is_set))
+                busy = [p50, count]
+            waiter.join()
             took = time.perf_counter() - t
-            stop.set()
-            if label == "default_pace":
-                th.join()
             row[label] = {
                 "rebuild_s": round(took, 2),
                 "x_embed_alone": round(took / row["embed_alone_s"], 2),
@@ -107,6 +113,7 @@ def measure(n: int, scratch: Path, log: Any = print) -> dict[str, Any]:
             if busy:
                 row[label].update({
                     "search_p50_idle_ms": idle, "search_p50_during_ms": busy[0],
+                    "searches_during": busy[1],
                     "p50_rise": round(busy[0] / idle - 1, 3) if idle else None})
             log(f"rebuild {n} {label}: {row[label]}")
         finally:

@@ -494,6 +494,16 @@ def test_a_new_generation_keeps_the_stores_quantization(
         b.close()
 
 
+def test_under_traffic_the_rebuild_works_its_busy_share_of_the_time() -> None:
+    from brain.generations.rebuild import Pace
+
+    pace = Pace(32, 0.2, None, busy_share=0.25)
+    assert pace.pause_after(0.3) == pytest.approx(0.9)  # 0.3 s of work, then 0.9 s of rest
+    assert pace.pause_after(0.01) == 0.2  # a cheap batch still rests at least pause_s
+    assert Pace(32, 0.0, None, busy_share=0.25).pause_after(1.0) == 0.0  # 0 = never yield
+    assert Pace(32, 0.2, None, busy_share=1.0).pause_after(5.0) == 0.2
+
+
 def test_the_rebuild_pauses_only_for_live_traffic(gb: Brain, new: Permuted) -> None:
     """Between batches the rebuild pauses only when tool calls came in meanwhile: an idle
     brain rebuilds at full speed, a busy one yields."""

@@ -104,11 +104,24 @@ def take_over(ids: list[str], source: VectorStore, target: VectorStore,
 class Pace:
     """Points per batch, and the pause after a batch. ``activity`` (the gate's count of tool
     calls) makes the pause conditional: a batch after which no tool call came in is followed
-    by the next at once, so an idle brain rebuilds at full speed and a busy one yields."""
+    by the next at once, so an idle brain rebuilds at full speed and a busy one yields.
+
+    While tool calls come in, the pause is at least ``pause_s`` and at least the batch's own
+    time x (1 - busy_share) / busy_share: the rebuild then works ``busy_share`` of the time,
+    whatever a batch costs on this machine. That is what keeps live searches' median: a
+    search overlaps a batch about busy_share of the time, so at a share well under a half
+    the median search runs beside no batch. ``pause_s = 0`` never yields."""
 
     batch: int
     pause_s: float
     activity: Callable[[], int] | None = None
+    busy_share: float = 1.0
+
+    def pause_after(self, batch_s: float) -> float:
+        if self.pause_s <= 0:
+            return 0.0
+        share = min(max(self.busy_share, 1e-3), 1.0)
+        return max(self.pause_s, batch_s * (1.0 - share) / share)
 
 
 class Rebuilder:
@@ -190,9 +203,10 @@ class Rebuilder:
             if nxt is None:
                 return
             seen = self.pace.activity() if self.pace.activity is not None else None
-            if self.pace.pause_s > 0 and (seen is None or seen != self._activity):
+            pause = self.pace.pause_after(time.monotonic() - t0)
+            if pause > 0 and (seen is None or seen != self._activity):
                 self.pauses += 1
-                self.stop.wait(self.pace.pause_s)
+                self.stop.wait(pause)
             self._activity = seen
 
     def drain(self, small: int = 0) -> bool:

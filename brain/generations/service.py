@@ -56,6 +56,7 @@ class SwitchDeps:
 class SwitchConfig:
     batch: int = 64
     pause_s: float = 0.05
+    busy_share: float = 1.0  # while tool calls come in, the rebuild works this share of time
     pool_long_text: bool = True
 
 
@@ -153,7 +154,8 @@ class ModelSwitch:
             per_text = (time.perf_counter() - t0) / len(texts)
         batches = -(-max(0, total) // self.cfg.batch)
         base = per_text * max(0, total)  # an idle brain: no pause between batches
-        busy = base + batches * self.cfg.pause_s  # live traffic after every batch
+        # Live traffic after every batch: the rebuild yields (1 - share) of its time.
+        busy = max(base + batches * self.cfg.pause_s, base / self.cfg.busy_share)
         out: dict[str, Any] = {
             "model": target.model, "dimension": emb.dimension, "provider": target.provider,
             "points": max(0, total), "by_kind": kinds, "sampled": len(texts),
@@ -215,7 +217,8 @@ class ModelSwitch:
         self.rebuilder = Rebuilder(
             self.d.home, self.state, self.d.guarded, self.target, reembed,
             st.DirtyLog.for_generation(self.d.home, rb.generation),
-            Pace(self.cfg.batch, self.cfg.pause_s, lambda: self.d.gate.entered), self.d.now,
+            Pace(self.cfg.batch, self.cfg.pause_s, lambda: self.d.gate.entered,
+                 self.cfg.busy_share), self.d.now,
             self._swap)
         self.rebuilder.start()
 

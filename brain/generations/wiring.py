@@ -81,7 +81,7 @@ def build_switch(
         build_embedder=make_embedder, pending=pending_target, on_swap=on_swap, now=now,
     )
     cfg = SwitchConfig(batch=embedding.rebuild_batch, pause_s=embedding.rebuild_pause_s,
-                       pool_long_text=pool_long_text)
+                       busy_share=embedding.rebuild_busy_share, pool_long_text=pool_long_text)
     return ModelSwitch(deps, cfg)
 
 
