@@ -175,12 +175,13 @@ class RetrievalSettings(_Section):
         "between the two weights by its share of code)",
     )
     candidates: int = Field(50, ge=5, le=1000, description="Candidates fetched per retriever")
-    neighbour_weight: float = Field(
-        0.0,
-        ge=0.0,
-        le=1.0,
+    neighbour_weight: float = Field(0.0, ge=0.0, le=1.0,
         description="A note's fused score gains this share of its best session neighbour's "
         "(the note before or after it, recorded with memory.session_context; 0 = off)",
+    )
+    keyword_lead: float = Field(0.05, ge=0.0, le=1.0,
+        description="BM25's first hit ranks first when it leads BM25's second by this share "
+        "of its score and the fusion weighs BM25 at least as much as meaning (0 = off)",
     )
     relative_floor: float = Field(
         0.0,

@@ -30,6 +30,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "dbsf, no code weight": {"code_dense_weight": 0.45},
     "dbsf, code weight 0.7": {"code_dense_weight": 0.7},
     "dbsf, code weight 0.9": {"code_dense_weight": 0.9},
+    "dbsf, no keyword lead": {"keyword_lead": 0.0},
+    "dbsf, keyword lead 0.2": {"keyword_lead": 0.2},
     "deep_search, related links at 0.85": {"tool": "deep_search", "related_decay": 0.85},
 }
 # Ablations that cannot change a benchmark's figures are not run on it: LoCoMo holds no code,
@@ -51,6 +53,10 @@ DESCRIBE: dict[str, str] = {
     "dbsf, no code weight": "ablation: code candidates fused with the prose weight",
     "dbsf, code weight 0.7": "ablation: code_dense_weight 0.7 (default 0.8)",
     "dbsf, code weight 0.9": "ablation: code_dense_weight 0.9 (default 0.8)",
+    "dbsf, no keyword lead": "ablation: without the keyword lead (retrieval.keyword_lead 0; "
+    "default 0.05: BM25's decisive first hit ranks first)",
+    "dbsf, keyword lead 0.2": "ablation: keyword lead only when BM25's first hit leads its "
+    "second by 20% (default 5%)",
     "bulk: no long-text pooling (model truncates)": "ablation: a long note's vector is "
     "its first 256 tokens, not the mean over its window-sized pieces, bulk-loaded",
     "bulk: default": "control: default config, store bulk-loaded (brain.bulk)",

@@ -480,7 +480,7 @@ class Brain:
         """The one ranking policy of search_memory, search_files and fs_search."""
         r = self.settings.retrieval
         return SearchPolicy(
-            fusion=r.fusion, dense_weight=r.dense_weight,
+            fusion=r.fusion, dense_weight=r.dense_weight, keyword_lead=r.keyword_lead,
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
             relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
         )  # fmt: skip

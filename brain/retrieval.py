@@ -74,6 +74,39 @@ def code_share(cands: Sequence[Candidate]) -> float:
     return sum(known) / len(known) if known else 0.0
 
 
+def effective_dense_weight(
+    cands: Sequence[Candidate], dense_weight: float, code_dense_weight: float | None
+) -> float:
+    """The dense weight fuse applies: ``dense_weight`` moved toward ``code_dense_weight`` by
+    the share of code among the candidates."""
+    if code_dense_weight is None:
+        return dense_weight
+    return dense_weight + (code_dense_weight - dense_weight) * code_share(cands)
+
+
+def keyword_lead(
+    cands: list[Candidate], sparse: Sequence[Hit], gap: float, dense_weight: float
+) -> list[Candidate]:
+    """BM25's first hit first, when it leads BM25's second by at least ``gap`` of its score
+    and the fusion weighs BM25 at least as much as the dense leg (``dense_weight`` <= 0.5).
+
+    Score fusion averages a decisive keyword match with a middling cosine, and the note that
+    is a little good in both legs outranks it; on LoCoMo dev the BM25 leg's first hit was
+    right where the fused first was not twice as often as the reverse (BENCHMARKS.md, the
+    keyword lead lever). Only the first place moves: the rest keep the fused order. The
+    lead's score becomes the best fused score (a hair above), so the list stays sorted."""
+    if gap <= 0 or dense_weight > 0.5 or not sparse or not cands or cands[0].id == sparse[0].id:
+        return cands
+    top, second = sparse[0].score, (sparse[1].score if len(sparse) > 1 else 0.0)
+    if top <= 0 or (top - second) / top < gap:
+        return cands
+    lead = next((c for c in cands if c.id == sparse[0].id), None)
+    if lead is None:
+        return cands
+    lead.score = math.nextafter(cands[0].score, math.inf)
+    return [lead, *(c for c in cands if c is not lead)]
+
+
 # What the search legs read of each hit's payload; whole payloads are read for the returned
 # hits only. Reading every candidate's payload (~100 a search) cost ~1.5 ms in the store and
 # ~1.5 ms in Python at 100k notes.
@@ -140,8 +173,8 @@ def fuse(
         if dense_weight is None:
             raise ValueError(f"{method} fusion needs dense_weight (settings.retrieval.dense_weight)")
         if code_dense_weight is not None and method in ("dbsf", "weighted") and dense and sparse:
-            share = code_share(list(cands.values()))
-            dense_weight += (code_dense_weight - dense_weight) * share
+            dense_weight = effective_dense_weight(list(cands.values()), dense_weight,
+                                                  code_dense_weight)
         _score(cands.values(), dense, sparse, method, dense_weight)
     # Equal scores are common under rrf (the n-th hit of one leg ties the n-th of the other,
     # ranks (2, 5) tie ranks (5, 2)): they rank by their best leg rank, then by the dense
@@ -191,9 +224,11 @@ def hybrid(
     code_dense_weight: float | None = None,
     neighbour_weight: float = 0.0,
     extra_dense: Sequence[Hit] = (),
+    lead_gap: float = 0.0,
 ) -> list[Candidate]:
     """``extra_dense``: more dense hits of the same points (a note found through one of its
-    hypothetical questions, brain/memory/hype.py); a point in both legs keeps its best."""
+    hypothetical questions, brain/memory/hype.py); a point in both legs keeps its best.
+    ``lead_gap``: see :func:`keyword_lead` (dbsf and weighted fusion; 0 = off)."""
     n = max(candidates, limit)
     dense = (store.query_dense(dense_vec, flt, n, exact=exact, fields=LEG_FIELDS)
              if method != "bm25" else [])
@@ -206,6 +241,10 @@ def hybrid(
         fused = fuse(dense, sparse, method, dense_weight, rrf_k, code_dense_weight)
     if neighbour_weight > 0:
         fused = with_neighbours(fused, neighbour_weight)
+    if lead_gap > 0 and method in ("dbsf", "weighted") and dense and sparse:
+        assert dense_weight is not None  # fuse has checked it
+        weight = effective_dense_weight(fused, dense_weight, code_dense_weight)
+        fused = keyword_lead(fused, sparse, lead_gap, weight)
     return _with_payloads(store, fused[:limit])
 
 

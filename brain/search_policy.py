@@ -39,6 +39,7 @@ class SearchPolicy:
     candidates: int
     relative_floor: float
     neighbour_weight: float  # a note's score gains this share of its session neighbour's
+    keyword_lead: float = 0.0  # BM25's decisive first hit ranks first (retrieval.keyword_lead)
 
     def describe(self) -> str:
         return f"{self.fusion} fusion, relative floor {self.relative_floor:g}"
@@ -64,7 +65,7 @@ def rank(
         candidates=max(policy.candidates, n), method=policy.fusion,
         dense_weight=policy.dense_weight, rrf_k=policy.rrf_k, exact=exact,
         code_dense_weight=policy.code_dense_weight, neighbour_weight=policy.neighbour_weight,
-        extra_dense=extra_dense,
+        extra_dense=extra_dense, lead_gap=policy.keyword_lead,
     )  # fmt: skip
     if group is not None:
         seen: set[Any] = set()

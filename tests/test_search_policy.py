@@ -141,3 +141,38 @@ def test_a_note_next_to_a_strong_match_rises_with_the_neighbour_lever() -> None:
     assert answer.score == pytest.approx(0.5 + 0.3 * 0.9)
     assert question.score == pytest.approx(0.9 + 0.3 * 0.5)
     assert other.score == 0.6  # no neighbours recorded: unchanged
+
+
+def test_a_decisive_keyword_match_ranks_first_and_only_first_place_moves() -> None:
+    from brain.retrieval import fuse, keyword_lead
+    from brain.vector_store import Hit
+
+    # "b" is a little good in both legs; "k" is BM25's decisive first hit with a middling
+    # cosine. dbsf at 0.45 puts "b" first; the keyword lead puts "k" there, the rest in order.
+    dense = [Hit("b", 0.62, {}), Hit("a", 0.60, {}), Hit("z", 0.58, {}), Hit("k", 0.35, {})]
+    sparse = [Hit("k", 9.0, {}), Hit("b", 8.0, {}), Hit("a", 1.0, {}), Hit("y", 0.5, {})]
+    fused = fuse(dense, sparse, "dbsf", 0.45)
+    assert fused[0].id == "b"
+    order = [c.id for c in fused]
+    led = keyword_lead(list(fused), sparse, 0.05, 0.45)
+    assert [c.id for c in led] == ["k", *(i for i in order if i != "k")]
+    assert led[0].score > led[1].score  # still sorted: floors and bands read it as the best
+    # Not decisive (9.0 vs 8.9 is a 1% lead), or the fusion trusts meaning more (code
+    # candidates at the code weight), or the lever off: the fused order stands.
+    close = [Hit("k", 9.0, {}), Hit("b", 8.9, {})]
+    assert keyword_lead(fuse(dense, close, "dbsf", 0.45), close, 0.05, 0.45)[0].id == "b"
+    assert keyword_lead(list(fuse(dense, sparse, "dbsf", 0.45)), sparse, 0.05, 0.8)[0].id == "b"
+    assert keyword_lead(list(fuse(dense, sparse, "dbsf", 0.45)), sparse, 0.0, 0.45)[0].id == "b"
+
+
+def test_the_keyword_lead_is_on_in_the_policy_all_three_searches_share() -> None:
+    """The default policy (config.py -> app.py -> rank) carries the lever; hybrid applies it
+    after fusion, so search_memory, search_files and fs_search all get it."""
+    import inspect
+
+    from brain.retrieval import hybrid
+    from config import RetrievalSettings
+
+    assert RetrievalSettings().keyword_lead == 0.05
+    assert "keyword_lead(" in inspect.getsource(hybrid)
+    assert "lead_gap=policy.keyword_lead" in inspect.getsource(policy_mod.rank)
