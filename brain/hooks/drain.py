@@ -37,7 +37,8 @@ def _apply(brain: Brain, entry: dict[str, Any]) -> str:
     if op == "call" and entry.get("name") == "close_session":
         keys = ("completed", "blockers", "next_steps", "key_files")
         brain.sessions.close_session(
-            str(args["project"]), str(args["objective"]), *(args.get(k) for k in keys)
+            str(args["project"]), str(args["objective"]), *(args.get(k) for k in keys),
+            transcript_excerpt=args.get("transcript_excerpt"),
         )
         return ""
     if op == "resolve":

@@ -290,6 +290,9 @@ def close(event: str, payload: dict[str, Any], project: str, ctx: Context) -> No
     if event == "stop" and time.time() - float(last.get("at") or 0) < STOP_EVERY_S:
         return
     args = {"project": project, **handoff}
+    text = summary.excerpt(records, pending)
+    if text:  # for the server's background LLM refinement of the handoff
+        args["transcript_excerpt"] = text
     try:
         ctx.owner.call("close_session", args)
     except client.NoOwner:
