@@ -71,7 +71,8 @@ def _line(value: Any, cap: int = MAX_ITEM_CHARS) -> str:
 
 
 def parse_handoff(reply: Any, sources: str) -> dict[str, Any] | None:
-    """The handoff of a model reply, bounded; None when it holds nothing usable.
+    """The handoff of a model reply, bounded; None when it is no JSON object or has no
+    objective. A string where a list belongs is a list of one.
 
     ``sources`` is the text the model saw: a key file it does not contain is dropped."""
     data = parse_json_object(reply)
@@ -87,7 +88,7 @@ def parse_handoff(reply: Any, sources: str) -> dict[str, Any] | None:
             if text and text not in items and (name != "key_files" or text in sources):
                 items.append(text)
         out[name] = items[:MAX_ITEMS]
-    return out if any(out.values()) else None
+    return out if out["objective"] else None  # the one field a handoff cannot lack
 
 
 class HandoffRefiner:
@@ -132,7 +133,6 @@ class HandoffRefiner:
                 memory.apply_fields(zk_id, {EXCERPT_KEY: ""}, reembed=False)
                 self._count("junk")
                 return "junk"
-            handoff["objective"] = handoff["objective"] or session.get("objective", "")
             refined = {**session, **handoff, "refined": True,
                        "refined_by": f"llm:{self.router.fast_model}"}
             project = current["project"]
