@@ -14,6 +14,8 @@ runs the jobs (see ``enrichment.py``). Decisions:
 - A failed job (junk reply, HTTP error, timeout) keeps the heuristic fields, is counted and
   retried with exponential backoff up to ``llm.job_max_attempts``, then marked failed.
 - The daily token cap pauses the queue (``queue.paused``) without spending attempts.
+- The same queue runs HyPE (``hype``, hype.py) and the refinement of session handoffs
+  (``handoff``, handoff.py), which close_session queues when it got a transcript excerpt.
 """
 
 from __future__ import annotations

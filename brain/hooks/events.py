@@ -7,7 +7,8 @@
   error class); a later success of the same shape becomes record_resolution of that failure.
 - ``pre-compact`` / ``session-end`` / ``stop``: close_session with a summary of the transcript
   (``stop`` only when the session has moved on since its last handoff, and not more often
-  than STOP_EVERY_S: it fires after every turn).
+  than STOP_EVERY_S: it fires after every turn), and a bounded ``transcript_excerpt``
+  (summary.excerpt) the server's chat model, when one is configured, refines it from.
 
 Payloads are Claude Code's hook input (see tests/fixtures/hooks); the OpenCode plugin sends
 the same fields, with ``transcript`` (a list of records) in place of ``transcript_path``.
