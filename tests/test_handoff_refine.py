@@ -28,6 +28,7 @@ from brain.clock import ManualClock
 from brain.errors import ContentTooLarge
 from brain.hooks import client as hook_client
 from brain.hooks import events, summary
+from brain.hooks.drain import drain
 from brain.limits import MAX_EXCERPT_CHARS
 from brain.notes import point_id
 from brain.session import EXCERPT_KEY
@@ -440,6 +441,19 @@ def test_a_long_session_sends_at_most_the_cap(tmp_path: Path) -> None:
     assert 0 < len(text) <= summary.EXCERPT_CHARS <= MAX_EXCERPT_CHARS
     assert "turn 99" in text and "turn 0 " not in text
     assert all(len(line) <= 1500 + len("Assistant: ") for line in text.splitlines())
+
+
+def test_a_spooled_handoff_is_refined_once_a_server_with_a_model_drains_it(
+    tmp_path: Path, home: Path, open_brain: Callable[..., Brain]
+) -> None:
+    ctx = events.Context(home, _Owner(absent=True), SimpleNamespace(project="shop"))  # type: ignore[arg-type]
+    events.close("session-end", _payload(tmp_path), "shop", ctx)
+    b = open_brain()
+    assert drain(b) == 1
+    assert b.agentic.drain(30)
+    [summ] = _summaries(b)
+    assert summ["session"]["refined"] is True and summ[EXCERPT_KEY] == ""
+    assert summ["session"]["objective"] == REFINED["objective"]
 
 
 class _Owner:
