@@ -1,9 +1,12 @@
-"""add_memory latency with a slow chat model vs none: the write path must not wait on it.
+"""add_memory and close_session latency with a slow chat model vs none: the write path
+must not wait on it (enrichment, HyPE and the handoff refinement run on the queue).
 
 ``measure_add_latency()`` opens two throwaway brains (same embedder), one with no model and
 one whose OpenAI-compatible model answers after ``llm_delay_s`` (the loopback fake from
 ``tests/fake_llm.py``, so run it from a source checkout), adds ``n`` notes to each,
-alternating add by add so machine load falls on both alike, and returns both p50s. ``python -m bench.agentic`` prints them as JSON.
+alternating add by add so machine load falls on both alike, and returns both p50s.
+``measure_close_latency()`` does the same with close_session and a 6,000-character
+transcript excerpt. ``python -m bench.agentic`` prints both as JSON.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +57,39 @@ def _open(home: Path, embedder: Embedder, base_url: str = "") -> Brain:
     return brain
 
 
-def _timed_add(brain: Brain, text: str) -> float:
+def _add(brain: Brain, i: int) -> None:
+    brain.memory.add(_TEXTS[i % len(_TEXTS)].format(i=i), "bench")
+
+
+# What the session-end hook sends: a heuristic handoff and the transcript's newest turns.
+_EXCERPT = "\n".join(
+    f"User: step {k}: {_TEXTS[k % 4].format(i=k)}\nAssistant: done, tests pass ({k})"
+    for k in range(40)
+)[-6000:]
+
+
+def _close(brain: Brain, i: int) -> None:
+    brain.sessions.close_session(
+        "bench", f"session {i}: {_TEXTS[i % len(_TEXTS)].format(i=i)}", ["ran the tests"],
+        [], ["pin the version"], ["pyproject.toml"], transcript_excerpt=_EXCERPT,
+    )
+
+
+def _timed(op: Callable[[Brain, int], None], brain: Brain, i: int) -> float:
     started = time.perf_counter()
-    brain.memory.add(text, "bench")
+    op(brain, i)
     return (time.perf_counter() - started) * 1000.0
 
 
-def _interleaved_p50s(plain: Brain, slow: Brain, n: int) -> tuple[float, float]:
-    """Alternate the two brains add by add, so machine load hits both alike."""
+def _interleaved_p50s(
+    plain: Brain, slow: Brain, n: int, op: Callable[[Brain, int], None] = _add
+) -> tuple[float, float]:
+    """Alternate the two brains call by call, so machine load hits both alike."""
     a: list[float] = []
     b: list[float] = []
     for i in range(n):
-        text = _TEXTS[i % len(_TEXTS)].format(i=i)
         first, second = (plain, slow) if i % 2 == 0 else (slow, plain)
-        t1, t2 = _timed_add(first, text), _timed_add(second, text)
+        t1, t2 = _timed(op, first, i), _timed(op, second, i)
         a.append(t1 if first is plain else t2)
         b.append(t2 if first is plain else t1)
     return statistics.median(a), statistics.median(b)
@@ -76,6 +99,20 @@ def measure_add_latency(
     n: int = 60, llm_delay_s: float = 2.0, embedder: Embedder | None = None
 ) -> dict[str, float]:
     """p50 of ``memory.add`` in ms without a model and with a model taking ``llm_delay_s``."""
+    return _measure(_add, n, llm_delay_s, embedder)
+
+
+def measure_close_latency(
+    n: int = 30, llm_delay_s: float = 2.0, embedder: Embedder | None = None
+) -> dict[str, float]:
+    """p50 of ``close_session`` with a transcript excerpt, in ms, without a model and with
+    a model taking ``llm_delay_s`` (which then also queues the handoff refinement)."""
+    return _measure(_close, n, llm_delay_s, embedder)
+
+
+def _measure(
+    op: Callable[[Brain, int], None], n: int, llm_delay_s: float, embedder: Embedder | None
+) -> dict[str, float]:
     import huggingface_hub.constants as hub
 
     from tests.fake_llm import FakeLLM  # a source-checkout tool, like the rest of the bench
@@ -93,7 +130,7 @@ def measure_add_latency(
             try:
                 with_model = _open(Path(tmp) / "llm", emb, fake.base_url)
                 try:
-                    no_llm, with_llm = _interleaved_p50s(plain, with_model, n)
+                    no_llm, with_llm = _interleaved_p50s(plain, with_model, n, op)
                 finally:
                     with_model.close()
             finally:
@@ -112,4 +149,5 @@ def measure_add_latency(
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure_add_latency(), indent=2))
+    print(json.dumps({"add_memory": measure_add_latency(),
+                      "close_session": measure_close_latency()}, indent=2))

@@ -288,7 +288,7 @@ class Brain:
 
     @functools.cached_property
     def sessions(self) -> SessionService:
-        return SessionService(self.memory, self.store, self.clock)
+        return SessionService(self.memory, self.store, self.clock, refinement=lambda: self.agentic)
 
     @functools.cached_property
     def mistakes(self) -> MistakeService:

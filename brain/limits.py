@@ -27,6 +27,7 @@ MAX_SIGNATURE_CHARS = 256  # a failure signature
 MAX_QUERY_CHARS = 10_000  # a search query or a task description
 MAX_TEXT_CHARS = 1_000_000  # schema ceiling of note-sized text; memory.max_content_chars rules
 MAX_LINE_CHARS = 4_000  # one item of a list of lines (close_session)
+MAX_EXCERPT_CHARS = 8_000  # close_session's transcript_excerpt (the hooks send <= 6,000)
 MAX_PATH_CHARS = 4_096
 MAX_PATTERN_CHARS = 1_000  # one glob or regex
 MAX_DATE_CHARS = 64

@@ -10,17 +10,23 @@ new active open_thread (both carrying one ``handoff_id``), a flush, and only the
 the older active open_threads. A crash before the flush leaves the previous open_thread
 active and the context pairs it with its own summary; a crash after it leaves two active
 threads and the context shows the newest one; the next close_session archives the rest.
+
+With a ``transcript_excerpt`` (the hooks send the session's newest turns) and a chat model
+configured, the redacted excerpt is kept in the summary's payload (``handoff_excerpt``) and
+a background ``handoff`` job (brain/agentic/handoff.py) rewrites the handoff with the model;
+close_session itself never waits on it. Without a model the excerpt is not stored.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from brain import tenancy
 from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
+from brain.limits import MAX_EXCERPT_CHARS, too_large
 from brain.memory import MemoryService, check_project
 from brain.notes import NOTE_KINDS, public_note
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
@@ -28,6 +34,7 @@ from brain.vector_store.base import Condition
 
 DAY = 86_400.0
 LIVE = ("permanent", "fleeting")
+EXCERPT_KEY = "handoff_excerpt"  # the summary's payload field holding the redacted excerpt
 
 # Test hook: called with a step name ("summary_written", "handoff_durable") during
 # close_session. Crash tests set it in a subprocess to kill the process at that point.
@@ -54,11 +61,48 @@ def _bullets(title: str, items: list[str]) -> str:
     return f"{title}:\n{body}"
 
 
+def summary_text(project: str, s: dict[str, Any]) -> str:
+    """The content of a session_summary note from its ``session`` fields."""
+    return "\n\n".join([
+        f"Session summary ({project}): {s['objective']}",
+        _bullets("Completed", s["completed"]),
+        _bullets("Blockers", s["blockers"]),
+        _bullets("Next steps", s["next_steps"]),
+        _bullets("Key files", s["key_files"]),
+    ])
+
+
+def thread_text(project: str, s: dict[str, Any]) -> str:
+    """The content of an open_thread note from its ``session`` fields."""
+    return "\n\n".join([
+        f"Open thread ({project}): continue '{s['objective']}'",
+        _bullets("Next steps", s["next_steps"]),
+        _bullets("Blockers", s["blockers"]),
+        _bullets("Key files", s["key_files"]),
+    ])
+
+
+class HandoffRefinement(Protocol):
+    """Who rewrites a handoff with the chat model in the background (AgenticService)."""
+
+    def refines_handoffs(self) -> bool: ...
+
+    def queue_handoff(self, zk_id: str) -> bool: ...
+
+
 class SessionService:
-    def __init__(self, memory: MemoryService, store: VectorStore, clock: Clock) -> None:
+    def __init__(
+        self,
+        memory: MemoryService,
+        store: VectorStore,
+        clock: Clock,
+        *,
+        refinement: Callable[[], HandoffRefinement | None] = lambda: None,
+    ) -> None:
         self.memory = memory
         self.store = store
         self.clock = clock
+        self.refinement = refinement  # called only when an excerpt comes with a handoff
 
     def _tenancy(self) -> tuple[Filter | Match, ...]:
         """Only the caller's notes: its user's, without sibling agents' private ones."""
@@ -181,12 +225,17 @@ class SessionService:
         blockers: str | Sequence[str] | None = None,
         next_steps: str | Sequence[str] | None = None,
         key_files: str | Sequence[str] | None = None,
+        transcript_excerpt: str | None = None,
     ) -> dict[str, Any]:
         project = check_project(project)
         if not isinstance(objective, str) or not objective.strip():
             raise InvalidArgument(
                 "objective is empty: say what this session set out to do", field="objective"
             )
+        excerpt = _excerpt(transcript_excerpt)
+        refiner = self.refinement() if excerpt else None
+        if refiner is not None and not refiner.refines_handoffs():
+            refiner = None  # no model: the excerpt is not kept
         kinds: set[str] = set()
         objective = self._clean([objective.strip()], "objective", kinds)[0]
         done = self._clean(_lines(completed, "completed"), "completed", kinds)
@@ -196,7 +245,7 @@ class SessionService:
         previous = [t["zk_id"] for t in self.active_threads(project)]
         handoff_id = secrets.token_hex(6)
         now = iso(self.clock.now())
-        session = {
+        session: dict[str, Any] = {
             "objective": objective.strip(),
             "completed": done,
             "blockers": blocked,
@@ -204,36 +253,26 @@ class SessionService:
             "key_files": files,
             "closed_at": now,
         }
-        summary_text = "\n\n".join(
-            [
-                f"Session summary ({project}): {objective.strip()}",
-                _bullets("Completed", done),
-                _bullets("Blockers", blocked),
-                _bullets("Next steps", nxt),
-                _bullets("Key files", files),
-            ]
-        )
+        extra: dict[str, Any] = {"handoff_id": handoff_id, "session": session}
+        if refiner is not None and excerpt:
+            # Redacted like the note: only the redacted text is ever at rest or sent out.
+            kept = self._clean([excerpt], "transcript_excerpt", kinds)[0]
+            extra[EXCERPT_KEY] = kept[-MAX_EXCERPT_CHARS:]
+            session = {**session, "refined": False}
+            extra["session"] = session
         summary = self.memory.add(
-            summary_text,
+            summary_text(project, session),
             project,
             "permanent",
             "session_summary",
             tags=["session"],
-            extra={"handoff_id": handoff_id, "session": session},
+            extra=extra,
             autolink=False,
         )
         _step("summary_written")
-        thread_text = "\n\n".join(
-            [
-                f"Open thread ({project}): continue '{objective.strip()}'",
-                _bullets("Next steps", nxt),
-                _bullets("Blockers", blocked),
-                _bullets("Key files", files),
-            ]
-        )
         links = [(summary.note["zk_id"], "extends")]
         thread = self.memory.add(
-            thread_text,
+            thread_text(project, session),
             project,
             "permanent",
             "open_thread",
@@ -244,6 +283,7 @@ class SessionService:
         )
         self.store.flush()
         _step("handoff_durable")
+        refining = refiner is not None and refiner.queue_handoff(summary.note["zk_id"])
         archived = []
         for zk in previous:
             self.memory.set_state(zk, thread_state="superseded", superseded_by=thread.note["zk_id"])
@@ -258,7 +298,21 @@ class SessionService:
             "archived_threads": archived,
             "handoff_id": handoff_id,
             "redacted": redacted,
+            "refining": bool(refining),
         }
+
+
+def _excerpt(value: str | None) -> str:
+    """The transcript excerpt, checked before anything is written: at most
+    MAX_EXCERPT_CHARS characters; blank means none."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidArgument("transcript_excerpt must be a string", field="transcript_excerpt")
+    if len(value) > MAX_EXCERPT_CHARS:
+        raise too_large("transcript_excerpt", len(value), MAX_EXCERPT_CHARS,
+                        "Send the newest part of the transcript only.")
+    return value.strip()
 
 
 def _handoff_note(payload: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from brain.limits import (
     MAX_DATE_CHARS,
+    MAX_EXCERPT_CHARS,
     MAX_FILE_NAME_CHARS,
     MAX_FILTER_FIELDS,
     MAX_FILTERS,
@@ -64,6 +65,10 @@ Pattern = Annotated[str, Field(max_length=MAX_PATTERN_CHARS)]
 OptPattern = Annotated[str | None, Field(max_length=MAX_PATTERN_CHARS)]
 Date = Annotated[str | None, Field(max_length=MAX_DATE_CHARS, description="ISO date or time")]
 Signature = Annotated[str, Field(min_length=1, max_length=MAX_SIGNATURE_CHARS)]
+Excerpt = Annotated[str | None, Field(
+    max_length=MAX_EXCERPT_CHARS,
+    description="The newest part of the session transcript (prompts, answers, failed "
+                "commands), for the background LLM refinement of the handoff")]
 Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
 Detail = Annotated[Literal["compact", "full"], Field(
     description="compact (default): per hit the id, title, score, a content snippet, tags "

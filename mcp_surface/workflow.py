@@ -8,7 +8,18 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from brain.presentation import present
-from mcp_surface.args import Detail, Line, Lines, OptProject, Project, Query, Signature, Text, ZkId
+from mcp_surface.args import (
+    Detail,
+    Excerpt,
+    Line,
+    Lines,
+    OptProject,
+    Project,
+    Query,
+    Signature,
+    Text,
+    ZkId,
+)
 
 READ = ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False)
 PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
@@ -47,12 +58,16 @@ def register(mcp: Any, call: Any) -> None:
         blockers: Lines = None,
         next_steps: Lines = None,
         key_files: Lines = None,
+        transcript_excerpt: Excerpt = None,
     ) -> dict[str, Any]:
         """Call at handoff: writes one session_summary and one active open_thread; older open
-        threads are archived only after the new handoff is durably stored."""
+        threads are archived only after the new handoff is durably stored. With a
+        transcript_excerpt and a chat model configured, the model rewrites the handoff in
+        the background ("refining": true); the excerpt is redacted and dropped after."""
         return await call(
             lambda b: b.sessions.close_session(
-                project, objective, completed, blockers, next_steps, key_files
+                project, objective, completed, blockers, next_steps, key_files,
+                transcript_excerpt,
             )
         )
 

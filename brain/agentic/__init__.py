@@ -14,6 +14,8 @@ runs the jobs (see ``enrichment.py``). Decisions:
 - A failed job (junk reply, HTTP error, timeout) keeps the heuristic fields, is counted and
   retried with exponential backoff up to ``llm.job_max_attempts``, then marked failed.
 - The daily token cap pauses the queue (``queue.paused``) without spending attempts.
+- The same queue runs HyPE (``hype``, hype.py) and the refinement of session handoffs
+  (``handoff``, handoff.py), which close_session queues when it got a transcript excerpt.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from brain.agentic.enrichment import (
     Paused,
     StepFailed,
 )
+from brain.agentic.handoff import HANDOFF_JOB, HandoffFailed, HandoffRefiner
 from brain.agentic.hype import HYPE_JOB, HypeConfig, HypeFailed, HypeWriter
 from brain.agentic.obsidian import ObsidianMirror
 from brain.agentic.queue import Job, JobQueue
@@ -43,6 +46,7 @@ from brain.errors import LLMError, NoteNotFound
 from brain.identity import Identity, acting_as
 from brain.memory import MemoryService, RecallFilter, hype
 from brain.notes import point_id
+from brain.session import EXCERPT_KEY
 from brain.vector_store import Filter, Match, VectorStore, scroll_all
 
 log = logging.getLogger(__name__)
@@ -108,6 +112,7 @@ class AgenticService:
         self.hype = HypeWriter(memory, router,
                                HypeConfig(config.hype_questions, config.hype_question_chars),
                                stopping=self._stop.is_set)
+        self.handoffs = HandoffRefiner(memory, router, stopping=self._stop.is_set)
         self.jobs = {"done": 0, "retried": 0, "failed": 0, "paused": 0, "errors": 0}
         self._thread: threading.Thread | None = None
         self._busy = False
@@ -172,6 +177,27 @@ class AgenticService:
         """Queue (re-)enrichment of one note; False when LLM enrichment is off or queued."""
         return self.queue.enqueue(zk_id, ENRICH) if self.queue is not None else False
 
+    def refines_handoffs(self) -> bool:
+        """Whether close_session keeps a transcript excerpt for the model to refine."""
+        return self.queue is not None
+
+    def queue_handoff(self, zk_id: str) -> bool:
+        """Queue the refinement of a session summary (brain/agentic/handoff.py)."""
+        return self.queue.enqueue(zk_id, HANDOFF_JOB) if self.queue is not None else False
+
+    def _backfill_handoffs(self) -> int:
+        """Queue summaries that still hold an excerpt and have no open or failed job (a
+        process killed between close_session's write and its enqueue)."""
+        assert self.queue is not None
+        flt = Filter(must=(Match("note_kind", "session_summary"),))
+        waiting = [p["zk_id"] for p in self.memory.notes(flt)
+                   if p.get(EXCERPT_KEY) and not p.get("forgotten")]
+        tried = self.queue.open_or_failed(waiting, HANDOFF_JOB) if waiting else set()
+        missing = [z for z in waiting if z not in tried]
+        for zk_id in missing:
+            self.queue.enqueue(zk_id, HANDOFF_JOB)
+        return len(missing)
+
     def _backfill(self) -> int:
         assert self.queue is not None
         heuristic = [
@@ -224,6 +250,7 @@ class AgenticService:
             try:
                 self._backfill()
                 self._backfill_hype()
+                self._backfill_handoffs()
             except Exception:  # noqa: BLE001 - the queue still runs
                 log.exception("enrichment backfill failed")
         while not self._stop.is_set():
@@ -256,7 +283,8 @@ class AgenticService:
         try:
             # As the note's owner: its links and evolution stay within what it may see.
             with acting_as(self._owner(job.zk_id)):
-                handler = self.hype.run if job.kind == HYPE_JOB else self.enricher.run
+                handler = {HYPE_JOB: self.hype.run,
+                           HANDOFF_JOB: self.handoffs.run}.get(job.kind, self.enricher.run)
                 outcome = handler(job.zk_id)
         except Paused as exc:
             self.jobs["paused"] += 1
@@ -266,7 +294,8 @@ class AgenticService:
             self.queue.retry(job.id, str(exc), 0.0, count_attempt=False)
             return
         except Exception as exc:  # noqa: BLE001 - StepFailed or anything else: retried
-            if not isinstance(exc, StepFailed | HypeFailed) and not self._stop.is_set():
+            if (not isinstance(exc, StepFailed | HypeFailed | HandoffFailed)
+                    and not self._stop.is_set()):
                 self.jobs["errors"] += 1
                 log.exception("enrichment of %s failed", job.zk_id)
             if job.attempts >= self.max_attempts:
@@ -313,6 +342,7 @@ class AgenticService:
             "enrichment": dict(self.enricher.counters),
             "hype": {"questions_per_note": self.hype.cfg.questions if self.enabled else 0,
                      **self.hype.counters},
+            "handoffs": dict(self.handoffs.counters),
             "obsidian": self.mirror.status(),
         }
 

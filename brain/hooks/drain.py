@@ -35,9 +35,10 @@ def _apply(brain: Brain, entry: dict[str, Any]) -> str:
         )
         return str(res["note"]["zk_id"])
     if op == "call" and entry.get("name") == "close_session":
-        keys = ("completed", "blockers", "next_steps", "key_files")
         brain.sessions.close_session(
-            str(args["project"]), str(args["objective"]), *(args.get(k) for k in keys)
+            str(args["project"]), str(args["objective"]), completed=args.get("completed"),
+            blockers=args.get("blockers"), next_steps=args.get("next_steps"),
+            key_files=args.get("key_files"), transcript_excerpt=args.get("transcript_excerpt"),
         )
         return ""
     if op == "resolve":

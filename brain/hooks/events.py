@@ -7,7 +7,8 @@
   error class); a later success of the same shape becomes record_resolution of that failure.
 - ``pre-compact`` / ``session-end`` / ``stop``: close_session with a summary of the transcript
   (``stop`` only when the session has moved on since its last handoff, and not more often
-  than STOP_EVERY_S: it fires after every turn).
+  than STOP_EVERY_S: it fires after every turn), and a bounded ``transcript_excerpt``
+  (summary.excerpt) the server's chat model, when one is configured, refines it from.
 
 Payloads are Claude Code's hook input (see tests/fixtures/hooks); the OpenCode plugin sends
 the same fields, with ``transcript`` (a list of records) in place of ``transcript_path``.
@@ -290,6 +291,9 @@ def close(event: str, payload: dict[str, Any], project: str, ctx: Context) -> No
     if event == "stop" and time.time() - float(last.get("at") or 0) < STOP_EVERY_S:
         return
     args = {"project": project, **handoff}
+    text = summary.excerpt(records, pending)
+    if text:  # for the server's background LLM refinement of the handoff
+        args["transcript_excerpt"] = text
     try:
         ctx.owner.call("close_session", args)
     except client.NoOwner:

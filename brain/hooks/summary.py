@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_TRANSCRIPT = 4 * 1024 * 1024  # read at most the last 4 MB of a transcript
+# close_session's transcript_excerpt: the newest turns, within the server's cap
+# (brain.limits.MAX_EXCERPT_CHARS = 8,000; not imported: brain.limits loads re and pathspec).
+EXCERPT_CHARS = 6000
+_EXCERPT_CUTS = {"User": 1500, "Assistant": 1500, "$": 300, "Failed": 600}
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "patch"})
 PATH_KEYS = ("file_path", "filePath", "notebook_path", "path")
 SHELL_TOOLS = frozenset({"Bash", "bash"})
@@ -130,7 +134,16 @@ def _records_from_claude(line: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"role": kind, "text": str(part.get("text") or "")})
         elif part.get("type") == "tool_use":
             out.append({"tool": part.get("name"), "input": part.get("input") or {}})
+        elif part.get("type") == "tool_result" and part.get("is_error"):
+            out.append({"role": "error", "text": _result_text(part.get("content"))})
     return out
+
+
+def _result_text(content: Any) -> str:
+    """A tool result's text: a string or a list of text parts."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return str(content or "")
 
 
 def load_transcript(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -213,3 +226,35 @@ def summarize(
         "next_steps": nxt,
         "key_files": files[-10:],
     }
+
+
+def excerpt(
+    records: list[dict[str, Any]], pending: list[dict[str, Any]], cap: int = EXCERPT_CHARS
+) -> str:
+    """The session's newest turns as plain lines for close_session's ``transcript_excerpt``:
+    user prompts, assistant answers, shell commands, failed tool results and the commands
+    still failing; each line cut (_EXCERPT_CUTS), the newest kept within ``cap`` characters.
+    The server redacts it like any content (the spool redacts it too)."""
+    lines: list[str] = []
+    for r in records:
+        role, text = r.get("role"), str(r.get("text") or "")
+        if role == "user" and _is_prompt(text):
+            lines.append("User: " + _one_line(text, _EXCERPT_CUTS["User"]))
+        elif role == "assistant" and text.strip():
+            lines.append("Assistant: " + _one_line(text, _EXCERPT_CUTS["Assistant"]))
+        elif role == "error" and text.strip():
+            lines.append("Failed: " + _one_line(text, _EXCERPT_CUTS["Failed"]))
+        elif r.get("tool") in SHELL_TOOLS and isinstance(r.get("input"), dict):
+            command = r["input"].get("command")
+            if command:
+                lines.append("$ " + _one_line(command, _EXCERPT_CUTS["$"]))
+    for p in pending:
+        lines.append(f"Still failing: `{_one_line(p.get('command'), 300)}` ({p.get('error')})")
+    kept: list[str] = []
+    left = cap
+    for line in reversed(lines):
+        if len(line) + 1 > left:
+            break
+        kept.append(line)
+        left -= len(line) + 1
+    return "\n".join(reversed(kept))

@@ -129,6 +129,8 @@ async def test_recall_filters_are_validated(client: Any, tool: str, extra: dict)
         ("close_session", {"project": "p", "objective": "\x00"}, "INVALID_ARGUMENT"),
         ("close_session", {"project": "p", "objective": "o", "completed": ["x"] * 10_000}, ""),
         ("close_session", {"project": "p", "objective": "o", "blockers": ["b" * 100_000]}, ""),
+        ("close_session", {"project": "p", "objective": "o", "transcript_excerpt": "t" * 8_001},
+         "CONTENT_TOO_LARGE"),
         ("preflight_check", {"task": "t" * 100_000}, "CONTENT_TOO_LARGE"),
         ("search_files", {"query": "x", "threshold": NAN}, "INVALID_ARGUMENT"),
         ("search_files", {"query": "x", "threshold": 7}, "INVALID_ARGUMENT"),
