@@ -150,3 +150,20 @@ def _completion(request: dict[str, Any], content: str) -> dict[str, Any]:
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def llm_settings(home: Any, base_url: str, *, job_backoff_s: float = 0.01, **llm: Any) -> Any:
+    """Settings of a test brain on the offline hash model whose chat model is the loopback
+    server at ``base_url``: no client retries, a short timeout and job backoff, and any
+    other ``[llm]`` field from ``llm``."""
+    from config import load_settings
+
+    s = load_settings(home=home)
+    s.embedding.model = "offline/hash-384"
+    s.llm.base_url = base_url
+    s.llm.max_retries = 0
+    s.llm.timeout_s = 5.0
+    s.llm.job_backoff_s = job_backoff_s
+    for key, value in llm.items():
+        setattr(s.llm, key, value)
+    return s

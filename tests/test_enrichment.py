@@ -14,9 +14,9 @@ import pytest
 from brain.app import Brain
 from brain.clock import ManualClock
 from brain.notes import point_id
-from config import Settings, load_settings
+from config import Settings
 from tests.conftest import hash_embedder
-from tests.fake_llm import FakeLLM
+from tests.fake_llm import FakeLLM, llm_settings
 
 ZK = re.compile(r"\[(ZK-[0-9A-F]{8})\]")
 
@@ -99,16 +99,9 @@ def make_llm_brain(
 ) -> Brain:
     """A brain on the loopback model. HyPE is off unless asked: these tests count the
     enrichment calls (HyPE has its own, tests/test_hype.py)."""
-    settings: Settings = load_settings(home=home)
+    settings: Settings = llm_settings(home, base_url, job_backoff_s=0.05,
+                                      **{"evolve_threshold": 0.0, **llm})
     settings.memory.hype_questions = hype_questions
-    settings.embedding.model = "offline/hash-384"
-    settings.llm.base_url = base_url
-    settings.llm.max_retries = 0
-    settings.llm.timeout_s = 5.0
-    settings.llm.job_backoff_s = 0.05
-    settings.llm.evolve_threshold = 0.0
-    for key, value in llm.items():
-        setattr(settings.llm, key, value)
     return Brain(settings, embedder=hash_embedder(), clock=clock or ManualClock()).open()
 
 

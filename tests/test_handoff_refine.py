@@ -33,9 +33,9 @@ from brain.limits import MAX_EXCERPT_CHARS
 from brain.notes import point_id
 from brain.session import EXCERPT_KEY
 from brain.vector_store import Filter, Match
-from config import Settings, load_settings
+from config import Settings
 from tests.conftest import hash_embedder
-from tests.fake_llm import FakeLLM
+from tests.fake_llm import FakeLLM, llm_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hooks"
@@ -106,13 +106,7 @@ def fake(stub: Stub) -> Iterator[FakeLLM]:
 
 
 def _settings(home: Path, base_url: str) -> Settings:
-    s = load_settings(home=home)
-    s.embedding.model = "offline/hash-384"
-    s.llm.base_url = base_url
-    s.llm.max_retries = 0
-    s.llm.timeout_s = 5.0
-    s.llm.job_backoff_s = 0.01
-    s.llm.job_max_attempts = 1
+    s: Settings = llm_settings(home, base_url, job_max_attempts=1)
     return s
 
 

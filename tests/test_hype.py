@@ -18,9 +18,9 @@ from brain.identity import Identity, acting_as
 from brain.memory import RecallFilter, hype
 from brain.notes import point_id
 from brain.vector_store import Filter, Match, scroll_all
-from config import Settings, load_settings
+from config import Settings
 from tests.conftest import hash_embedder
-from tests.fake_llm import FakeLLM
+from tests.fake_llm import FakeLLM, llm_settings
 
 GITHUB = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
@@ -88,13 +88,7 @@ def fake(stub: Stub) -> Iterator[FakeLLM]:
 
 
 def _settings(home: Path, base_url: str, **memory: Any) -> Settings:
-    s = load_settings(home=home)
-    s.embedding.model = "offline/hash-384"
-    s.llm.base_url = base_url
-    s.llm.max_retries = 0
-    s.llm.timeout_s = 5.0
-    s.llm.job_backoff_s = 0.01
-    s.llm.job_max_attempts = 1
+    s: Settings = llm_settings(home, base_url, job_max_attempts=1)
     for key, value in memory.items():
         setattr(s.memory, key, value)
     return s
