@@ -244,6 +244,7 @@ def test_an_unreachable_model_keeps_the_heuristic_handoff(
     assert b.agentic.drain(30)
     note = b.memory.get_payload(zk)
     assert note["content"] == heuristic["content"] and note["session"]["refined"] is False
+    assert heuristic[EXCERPT_KEY] and not note.get(EXCERPT_KEY)  # no use left: not kept
     assert [j["state"] for j in _jobs(b)] == ["failed"]
     assert b.agentic.status()["handoffs"]["failures"] == 1
 

@@ -301,6 +301,8 @@ class AgenticService:
             if job.attempts >= self.max_attempts:
                 self.jobs["failed"] += 1
                 self.queue.fail(job.id, str(exc))
+                if job.kind == HANDOFF_JOB:
+                    self.handoffs.give_up(job.zk_id)
             else:
                 self.jobs["retried"] += 1
                 self.queue.retry(job.id, str(exc), self.backoff_s * 2 ** (job.attempts - 1))

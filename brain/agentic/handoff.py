@@ -14,7 +14,8 @@ redacted, in the summary's payload as ``handoff_excerpt`` only when a model is c
   excerpt is then dropped.
 - A junk reply keeps the heuristic handoff: the excerpt is dropped, the job is done and
   ``junk`` is counted. An unreachable model is a failed step: the job is retried, then
-  marked failed, and the heuristic handoff stays.
+  marked failed, and the heuristic handoff stays; the excerpt is dropped then too
+  (:meth:`HandoffRefiner.give_up`): nothing of a transcript stays at rest without a use.
 - Idempotent: a summary already refined, or without an excerpt, is skipped. A kill between
   the content write and the fields write leaves the excerpt, so the job's second run (the
   queue re-runs a running job at start) finishes it.
@@ -143,6 +144,15 @@ class HandoffRefiner:
             memory.apply_fields(zk_id, {EXCERPT_KEY: ""}, reembed=False)
         self._count("refined")
         return "refined"
+
+    def give_up(self, zk_id: str) -> None:
+        """The job failed for good: keep the heuristic handoff, drop the excerpt."""
+        with self.memory._write_lock:
+            try:
+                if self.memory.get_payload(zk_id).get(EXCERPT_KEY):
+                    self.memory.apply_fields(zk_id, {EXCERPT_KEY: ""}, reembed=False)
+            except NoteNotFound:
+                pass
 
     def _ask(self, draft: str, excerpt: str) -> str:
         prompt = _PROMPT.format(items=MAX_ITEMS, chars=MAX_ITEM_CHARS // 2, draft=draft,
