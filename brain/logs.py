@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
 
@@ -24,7 +25,26 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record)).text
 
 
+def quiet_progress_bars() -> None:
+    """No progress bars from the model libraries in a brain process (the server, the CLI).
+
+    A stdio server's stderr belongs to its client, and is gone when the client is. A bar
+    (transformers' "Loading weights") that failed writing there left tqdm's process-wide write
+    lock taken: the next model load waited on it forever, and so did the interpreter's exit
+    (tqdm.__del__), so a server whose client had quit never exited (seen with Claude Code, a
+    fresh HOME exporting the ONNX model). transformers and huggingface_hub then use no tqdm
+    at all. The environment variable covers the libraries imported after this call."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    hub = sys.modules.get("huggingface_hub.utils")
+    if hub is not None:
+        hub.disable_progress_bars()
+    tf = sys.modules.get("transformers.utils.logging")
+    if tf is not None:
+        tf.disable_progress_bar()
+
+
 def setup_logging(home: Path, level: str = "INFO") -> None:
+    quiet_progress_bars()
     root = logging.getLogger()
     root.setLevel(level)
     for h in list(root.handlers):

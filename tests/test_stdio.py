@@ -54,3 +54,27 @@ def test_bad_config_fails_at_startup_naming_the_field(home: Path) -> None:
     assert proc.returncode == 2
     assert "decay.stale_days" in proc.stderr and "BRAIN__DECAY__STALE_DAYS" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_brain_processes_load_models_without_progress_bars(tmp_path: Path) -> None:
+    """setup_logging (the server's and the CLI's first step) turns off the model libraries'
+    tqdm bars, whether they were imported before it or after: a bar that failed writing to
+    the stderr of a client that had quit left tqdm's lock taken, and the server hung on its
+    next model load and on exit (a Claude Code run left two servers behind)."""
+    code = (
+        "import os, sys; os.environ.pop('HF_HUB_DISABLE_PROGRESS_BARS', None)\n"
+        "early = sys.argv[1] == 'early'\n"
+        "if early: import transformers.utils.logging as tl\n"
+        "from pathlib import Path; from brain.logs import setup_logging\n"
+        "setup_logging(Path(sys.argv[2]))\n"
+        "import transformers.utils.logging as tl\n"
+        "bar = tl.tqdm(range(3))\n"
+        "print(type(bar).__name__, tl.is_progress_bar_enabled(),"
+        " os.environ['HF_HUB_DISABLE_PROGRESS_BARS'])\n"
+    )
+    for when in ("early", "late"):
+        env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+        out = subprocess.run([sys.executable, "-c", code, when, str(tmp_path / when)],
+                             capture_output=True, text=True, cwd=str(ROOT), timeout=120,
+                             env={**env, "PYTHONPATH": str(ROOT)}, check=True)
+        assert out.stdout.split() == ["EmptyTqdm", "False", "1"], (when, out.stdout, out.stderr)
