@@ -502,6 +502,10 @@ def test_under_traffic_the_rebuild_works_its_busy_share_of_the_time() -> None:
     assert pace.pause_after(0.01) == 0.2  # a cheap batch still rests at least pause_s
     assert Pace(32, 0.0, None, busy_share=0.25).pause_after(1.0) == 0.0  # 0 = never yield
     assert Pace(32, 0.2, None, busy_share=1.0).pause_after(5.0) == 0.2
+    # Bigger batches while no tool call comes in, the small ones under traffic.
+    assert Pace(32, 0.2, None, idle_batch=256).batch_for(busy=False) == 256
+    assert Pace(32, 0.2, None, idle_batch=256).batch_for(busy=True) == 32
+    assert Pace(32, 0.2).batch_for(busy=False) == 32  # 0 = the batch
 
 
 def test_the_rebuild_pauses_only_for_live_traffic(gb: Brain, new: Permuted) -> None:

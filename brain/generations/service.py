@@ -57,6 +57,7 @@ class SwitchConfig:
     batch: int = 64
     pause_s: float = 0.05
     busy_share: float = 1.0  # while tool calls come in, the rebuild works this share of time
+    idle_batch: int = 0  # points per batch while none come in (0 = batch)
     pool_long_text: bool = True
 
 
@@ -218,7 +219,7 @@ class ModelSwitch:
             self.d.home, self.state, self.d.guarded, self.target, reembed,
             st.DirtyLog.for_generation(self.d.home, rb.generation),
             Pace(self.cfg.batch, self.cfg.pause_s, lambda: self.d.gate.entered,
-                 self.cfg.busy_share), self.d.now,
+                 self.cfg.busy_share, self.cfg.idle_batch), self.d.now,
             self._swap)
         self.rebuilder.start()
 

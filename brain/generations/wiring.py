@@ -12,6 +12,7 @@ from brain import integrity
 from brain.embed_remote import RemoteEndpoint
 from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.generations.live import Gate, SwitchableEmbedder
+from brain.generations.rebuild import IDLE_BATCH
 from brain.generations.service import ModelSwitch, SwitchConfig, SwitchDeps
 from brain.generations.state import Target
 from brain.store_meta import StoreMeta
@@ -81,7 +82,8 @@ def build_switch(
         build_embedder=make_embedder, pending=pending_target, on_swap=on_swap, now=now,
     )
     cfg = SwitchConfig(batch=embedding.rebuild_batch, pause_s=embedding.rebuild_pause_s,
-                       busy_share=embedding.rebuild_busy_share, pool_long_text=pool_long_text)
+                       busy_share=embedding.rebuild_busy_share, pool_long_text=pool_long_text,
+                       idle_batch=max(embedding.rebuild_batch, IDLE_BATCH))
     return ModelSwitch(deps, cfg)
 
 
