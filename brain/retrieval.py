@@ -241,7 +241,9 @@ def hybrid(
         fused = fuse(dense, sparse, method, dense_weight, rrf_k, code_dense_weight)
     if neighbour_weight > 0:
         fused = with_neighbours(fused, neighbour_weight)
-    if lead_gap > 0 and method in ("dbsf", "weighted") and dense and sparse:
+    # The weight (a pass over the candidates) only when the lead could move anything.
+    if (lead_gap > 0 and method in ("dbsf", "weighted") and dense and sparse and fused
+            and fused[0].id != sparse[0].id):
         assert dense_weight is not None  # fuse has checked it
         weight = effective_dense_weight(fused, dense_weight, code_dense_weight)
         fused = keyword_lead(fused, sparse, lead_gap, weight)
