@@ -1,4 +1,4 @@
-"""``python -m bench [--quick]``: every benchmark, then BENCHMARKS.md and the JSON."""
+"""``python -m bench [--quick]``: every benchmark, then bench_out/BENCHMARKS.md and the JSON."""
 
 from __future__ import annotations
 

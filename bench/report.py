@@ -1,4 +1,5 @@
-"""BENCHMARKS.md (tables) and the JSON of every figure."""
+"""The report of one ``python -m bench`` run (bench_out/BENCHMARKS.md, tables) and the JSON
+of every figure."""
 
 from __future__ import annotations
 
@@ -224,7 +225,11 @@ def write(results: dict[str, Any], root: Path, describe: dict[str, str]) -> tupl
     json_path = out_dir / ("benchmarks-quick.json" if results.get("quick") else "benchmarks.json")
     json_path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     md = render(results, describe)
-    md_path = (out_dir / "BENCHMARKS-quick.md") if results.get("quick") else root / "BENCHMARKS.md"
+    # The run's own report goes next to its JSON. BENCHMARKS.md at the root is the committed
+    # record: sections assembled from several such runs and from the one-purpose benches
+    # (bench.reeval, bench.ceiling, bench.rebuild, hooks_latency), each naming its command
+    # and date. A new run must not silently replace figures it did not measure.
+    md_path = out_dir / ("BENCHMARKS-quick.md" if results.get("quick") else "BENCHMARKS.md")
     md_path.write_text(md, encoding="utf-8")
     return md_path, json_path
 

@@ -106,7 +106,7 @@ def test_locomo_protocol_parsing(ctx: BenchContext) -> None:
     )
 
 
-async def test_locomo_and_cosqa_through_the_tools(ctx: BenchContext) -> None:
+async def test_locomo_and_cosqa_through_the_tools(ctx: BenchContext, tmp_path: Path) -> None:
     lo = await locomo.run(ctx, SYSTEMS)
     assert lo["questions"] == 3
     for level in ("turn", "session"):
@@ -151,6 +151,14 @@ async def test_locomo_and_cosqa_through_the_tools(ctx: BenchContext) -> None:
     res["targets"] = targets(res)
     md = report.render(res, DESCRIBE)
     assert "LoCoMo, turn level" in md and "CoSQA dev" in md and "target >= 0.75" in md
+    # A run writes its own report beside its JSON; the committed BENCHMARKS.md (figures
+    # assembled from several runs and one-purpose benches) is never replaced by it.
+    for quick in (True, False):
+        md_path, json_path = report.write({**res, "quick": quick}, tmp_path, DESCRIBE)
+        assert md_path.parent == json_path.parent == tmp_path / "bench_out"
+        assert md_path.read_text(encoding="utf-8") == report.render({**res, "quick": quick},
+                                                                    DESCRIBE)
+    assert not (tmp_path / "BENCHMARKS.md").exists()
 
 
 async def test_speed_scale_small(ctx: BenchContext) -> None:
