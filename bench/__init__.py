@@ -160,8 +160,20 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
 
 
 def peak_rss_mb() -> float:
+    """The most this process has held since it started (every benchmark run in it before)."""
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(kb / 1024, 1)
+
+
+def rss_mb() -> float | None:
+    """What this process holds now (VmRSS; None where /proc is not there)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def machine_info() -> dict[str, Any]:

@@ -129,6 +129,7 @@ def speed_section(data: dict[str, Any]) -> str:
                 _ms(r.get("query_embedding_ms")),
                 r.get("bulk_notes_per_s"),
                 r.get("time_to_indexed_s"),
+                r.get("rss_at_rest_mb"),
                 r.get("peak_rss_mb"),
             ]
         )
@@ -147,7 +148,8 @@ def speed_section(data: dict[str, Any]) -> str:
                 "query embedding (floor)",
                 "bulk notes/s",
                 "s until indexed",
-                "peak RSS MB",
+                "RSS at rest MB",
+                "peak RSS MB (the bench process)",
             ],
             rows,
         ),

@@ -10,8 +10,9 @@ maintenance run, and during it (p50/p95/p99). At rest (idle) it times search_mem
 projects, and one project), deep_search when listed and add_memory. Beside them: the query
 embedding alone (the floor), bulk import notes/s, the cost of access stamping, the index
 state after import and at rest (brain_stats' ``index``), the steps of the maintenance run,
-peak RSS of the server process (the optimizer child is not counted), and the startup time of ``python
-mcp_server.py`` to the first answered tool call. No private handle, no manual optimize.
+the RSS of the process at rest (after the timed calls) and its peak (the optimizer child is
+not counted), and the startup time of ``python mcp_server.py`` to the first answered tool
+call. No private handle, no manual optimize.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bench import (
     mcp_client,
     peak_rss_mb,
     percentiles,
+    rss_mb,
     tool_names,
 )
 from brain.memory import RecallFilter
@@ -281,6 +283,9 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 for x in synthetic_notes(min(queries, 100), seed=99)
             ]
             row["add_memory_ms"] = percentiles(await _time_tool(client, "add_memory", adds))
+            # What a server holding this store needs at rest (model, vectors, graph, caches);
+            # the peak below also counts the bulk import and every scale run before it.
+            row["rss_at_rest_mb"] = rss_mb()
             alt = None if ctx.quick else _other_backend(ctx)
             if alt is not None:
                 # The same store and queries with the other embedding backend's query vectors,

@@ -120,6 +120,13 @@ class StoreError(BrainError):
     code = "STORE_ERROR"
 
 
+class OptimizeAborted(StoreError):
+    """An index optimization gave up and left the live store as it was (the store closed
+    meanwhile, or too many writes came in to replay): the next run starts over."""
+
+    code = "OPTIMIZE_ABORTED"
+
+
 class LLMError(BrainError):
     code = "LLM_ERROR"
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brain.clock import Clock, iso
+from brain.errors import OptimizeAborted
 from brain.vector_store.base import IndexState, VectorStore
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,13 @@ class IndexMaintenance:
         try:
             changed = bool(self.store.optimize())
             self.last_changed, self.last_error = changed, None
+        except OptimizeAborted as exc:
+            # Expected (the store closed meanwhile, or too many writes to replay): the live
+            # store is as it was and the next run starts over. One line, no traceback.
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_changed = None
+            log.info("index maintenance stopped: %s; the next run starts over", exc)
+            return {"ran": True, "why": why, "changed": False, "aborted": str(exc)}
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             self.last_changed = None

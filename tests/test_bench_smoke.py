@@ -169,6 +169,8 @@ async def test_speed_scale_small(ctx: BenchContext) -> None:
     # Both timed searches answered with notes (top_k = 10), not an empty scope.
     assert row["mean_hits"] == {"all": 10, "project": 10}
     assert row["peak_rss_mb"] > 0
+    # At rest the process holds no more than its peak, and more than nothing.
+    assert 0 < row["rss_at_rest_mb"] <= row["peak_rss_mb"]
 
 
 def test_bulk_payload_matches_add(brain) -> None:  # noqa: ANN001

@@ -255,6 +255,39 @@ async def test_brain_stats_tool_shows_the_index_state(client: Any) -> None:
             "last_duration_s"} <= set(index)
 
 
+def test_a_run_the_store_closes_under_stops_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closing the store mid-run (a short-lived process exiting) aborts the run: the worker
+    says so in one line and in its status, raises nothing, logs no traceback."""
+    store = EdgeStore(tmp_path / "shard")
+    store.open(384)
+    store.upsert(_points(N, 5))
+    m = IndexMaintenance(store, IndexConfig(min_unindexed=1), ManualClock())
+    result: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.update(m.run("test"))
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            failed.append(exc)
+
+    caplog.set_level("INFO", logger="brain")
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not m.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert m.running
+    store.close()
+    t.join(60)
+    assert not t.is_alive() and failed == []
+    assert result["changed"] is False and "closed" in result["aborted"]
+    assert "OptimizeAborted" in (m.last_error or "")  # what brain_stats shows
+    assert not [r for r in caplog.records if r.exc_info or r.levelname in ("WARNING", "ERROR")]
+
+
 def test_local_mode_has_no_index_to_maintain(tmp_path: Path) -> None:
     from brain.vector_store.qdrant import QdrantClientStore
 

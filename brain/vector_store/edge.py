@@ -36,7 +36,13 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from brain.errors import ActionInProgress, InvalidArgument, StoreError, StoreLocked
+from brain.errors import (
+    ActionInProgress,
+    InvalidArgument,
+    OptimizeAborted,
+    StoreError,
+    StoreLocked,
+)
 from brain.private import fsync_dir
 from brain.vector_store import edge_convert as cv
 from brain.vector_store.base import (
@@ -56,7 +62,6 @@ from brain.vector_store.base import (
 from brain.vector_store.edge_swap import (
     _CHILD,
     MAX_REPLAY_POINTS,
-    OptimizeAborted,
     _copy_tree,
     _replay,
     _SwapLock,
@@ -304,7 +309,9 @@ class EdgeStore:
             shutil.rmtree(work, ignore_errors=True)
             t0 = time.monotonic()
             with guard(), self._write_lock:
-                shard = self._require()
+                if self._shard is None:  # closed before the run began its copy
+                    raise OptimizeAborted("the store closed during an optimization")
+                shard = self._shard
                 shard.flush()
                 _copy_tree(self.path, work)
                 self._recorded, self._recorded_points = [], 0

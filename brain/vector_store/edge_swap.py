@@ -15,8 +15,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from brain.errors import StoreError
-
 # The child process: optimize a copy of the shard. It dies with the thread that started it
 # (PR_SET_PDEATHSIG), runs at low priority, and prints whether anything changed.
 _CHILD = """
@@ -76,10 +74,6 @@ def _replay(shard: Any, recorded: Sequence[tuple[str, Any]]) -> None:
             send()
             shard.update(item)
     send()
-
-
-class OptimizeAborted(StoreError):
-    code = "OPTIMIZE_ABORTED"
 
 
 class _SwapLock:
