@@ -27,8 +27,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy brain config.py mcp_server.py mcp_surface tools bench
 
+# Two workers (pytest-xdist): much of the suite waits on child processes and kill -9 recovery,
+# so two cores run it in ~2/3 of the serial time. PYTEST_WORKERS=0 runs it serially.
+PYTEST_WORKERS ?= 2
 test: lint
-	$(BIN)/pytest -q -x --durations=15
+	$(BIN)/pytest -q -x -n $(PYTEST_WORKERS) --durations=15
 
 bench: install
 	$(BIN)/python -m bench $(BENCH_ARGS)
