@@ -143,6 +143,15 @@ def test_render_keeps_to_the_budget() -> None:
     assert summary.render_session({"context": {"project": "p"}}, 1500) == ""
 
 
+def test_a_hit_whose_title_is_its_whole_note_shows_no_dangling_colon() -> None:
+    hits = [{"zk_id": "ZK-1", "note_kind": "decision", "title": "Use uv for installs",
+             "snippet": ""},
+            {"zk_id": "ZK-2", "note_kind": "fix", "title": "Pin torch", "snippet": "…first"}]
+    lines = summary.render_hits(hits, 500).splitlines()
+    assert lines[1] == "- [ZK-1] (decision) Use uv for installs"
+    assert lines[2] == "- [ZK-2] (fix) Pin torch: …first"
+
+
 def test_summary_from_the_documented_transcript(project_dir: Path) -> None:
     records = summary.load_transcript(payload("session_end.json", project_dir))
     handoff = summary.summarize(records, [])

@@ -107,11 +107,10 @@ def render_hits(hits: list[dict[str, Any]], budget_tokens: int) -> str:
     for hit in hits:
         title = _one_line(hit.get("title"), 120)
         body = _one_line(hit.get("snippet") or hit.get("content"), 300)  # compact or full hits
-        line = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}: {body}"
-        if not b.add(line):
-            short = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}"
-            if not b.add(short):
-                break
+        short = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}"
+        # A compact hit whose title is its whole content has an empty snippet: title alone.
+        if not b.add(f"{short}: {body}" if body else short) and (not body or not b.add(short)):
+            break
     return b.text() if len(b.lines) > 1 else ""
 
 
