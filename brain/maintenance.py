@@ -360,6 +360,8 @@ class MaintenanceService:
                 points = []
                 for e in batch:
                     old = have.get(e["id"])
+                    if e["payload"].get("kind", "note") == "note":  # keyed for today's half-life
+                        e["payload"] = self.memory.keyed(dict(e["payload"]))
                     if old is not None and old.dense is not None:
                         points.append(Point(e["id"], e["payload"], old.dense, old.sparse))
                     else:
@@ -553,8 +555,11 @@ class MaintenanceService:
         if self.memory.cfg.redact_secrets:  # an export of an older version may hold them
             items = [(pid, redact_tree(p)) for pid, p in items]
         # Re-embedded here with this home's model, so the stamp names it.
+        # Salience keys are this store's (brain/salience.py): its half-life may differ.
         items = [
-            (pid, {**p, "embed_model": model} if "embed_model" in p else p) for pid, p in items
+            (pid, self.memory.keyed({**p, "embed_model": model} if "embed_model" in p else
+                                    dict(p)))
+            for pid, p in items
         ]
         self.store.upsert(self._embed_batch(items))
         # A replaced note's questions were about its old content.
