@@ -360,8 +360,6 @@ class MaintenanceService:
                 points = []
                 for e in batch:
                     old = have.get(e["id"])
-                    if e["payload"].get("kind", "note") == "note":  # keyed for today's half-life
-                        e["payload"] = self.memory.keyed(dict(e["payload"]))
                     if old is not None and old.dense is not None:
                         points.append(Point(e["id"], e["payload"], old.dense, old.sparse))
                     else:
@@ -371,6 +369,9 @@ class MaintenanceService:
                 restored += len(points)
                 bar.update(len(batch))
         self._rebuild_graph()
+        # The payloads are back exactly, salience keys as they were (possibly none, or for
+        # another half-life): the next decay pass checks them all (brain/salience.py).
+        self.meta.set(salience_half_life_days=None)
         return {"backup": str(path), "restored": restored, "reembedded": reembedded}
 
     def _embedded(self, pid: str, payload: dict[str, Any]) -> Point:
