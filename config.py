@@ -247,7 +247,7 @@ class DecaySettings(_Section):
     stale_days: int = Field(45, ge=1, description="Days without access before a note is stale")
     stale_accesses: int = Field(2, ge=0, description="Accesses that make a note immune")
     score_threshold: float = Field(0.3, ge=0, le=1, description="decay_score below which to archive")
-    half_life_days: float = Field(30.0, gt=0, description="Half-life of salience decay, days")
+    half_life_days: float = Field(30.0, gt=0, description="Salience half-life in days (decays on read)")
     importance_cap: int = Field(
         10, ge=1, description="Accesses at which access importance reaches 1 (log scale)"
     )

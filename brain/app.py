@@ -500,8 +500,8 @@ class Brain:
             related_decay=s.retrieval.related_decay,
             rerank_candidates=s.rerank.candidates,
             exact_max_points=s.retrieval.exact_max_points,
-            user_id=s.identity.user_id,
-            agent_id=s.identity.agent_id,
+            user_id=s.identity.user_id, agent_id=s.identity.agent_id,
+            half_life_days=s.decay.half_life_days,
         )
 
     def _load_graph(self) -> None:

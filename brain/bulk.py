@@ -54,7 +54,7 @@ def build_payload(memory: MemoryService, note: BulkNote, now: str, ts: float) ->
         note.content, note.project, note.memory_type, note.note_kind, list(note.tags or []),
         note.pinned, note.visibility, context, extra)
     payload.update(zk_id=new_zk_id(), created=now, updated=now, created_ts=ts, updated_ts=ts)
-    return payload
+    return memory.keyed(payload)  # created_ts moved: the salience key follows
 
 
 def _unique_ids(memory: MemoryService, payloads: list[dict[str, Any]], seen: set[str]) -> None:

@@ -15,8 +15,10 @@ and is kept; one second later it is below and (idle > 45 days, < 2 accesses) arc
 ``stale_days`` AND have fewer than ``stale_accesses`` accesses AND score below
 ``score_threshold``. Pinned notes and the active session handoff never archive.
 
-Salience (the ranking tiebreaker and ``min_salience`` filter) halves every
-``half_life_days`` of no access; ``MemoryService.stamp_access`` boosts it on each access.
+Salience (the ``min_salience`` filter) halves every ``half_life_days`` of no access,
+computed when it is read (brain/salience.py), never by rewriting notes;
+``MemoryService.stamp_access`` boosts it on each access. The ``decay`` worker only re-keys
+the notes' ``salience_key`` when the half-life changed (or for a store from before keys).
 Reclamation turns forgotten notes past their grace period into payload-only ``retired``
 points, so their ids stay taken and are never reused.
 """
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from brain import tenancy
+from brain import salience, tenancy
 from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
 from brain.graph import LinkGraph
@@ -83,6 +85,7 @@ def decay_score(payload: dict[str, Any], now_ts: float, policy: DecayPolicy) -> 
 
 
 LIVE_FILTER = Filter(must=(Match("kind", "note"), MatchAny("memory_type", LIVE_TYPES)))
+NOTE_POINTS = Filter(must=(Match("kind", "note"),))
 
 
 class DecayService:
@@ -191,30 +194,45 @@ class DecayService:
 
     # ------------------------------------------------------------------ workers
     def decay_salience(self, page_size: int = 512) -> dict[str, Any]:
-        """Halve salience every ``half_life_days`` without access (pinned notes keep theirs).
+        """Salience decays on read (brain/salience.py): a normal pass writes nothing.
 
-        Decay runs from the later of the last decay pass, the last access and creation, so an
-        access (which also boosts salience) restarts the clock."""
-        now_ts = self._now().timestamp()
-        half_life = self.policy.half_life_days * DAY
-        changed = scanned = 0
-        for payload in self._scan(page_size, unpinned=True, everyone=True):
+        The pass only re-keys, when the notes' ``salience_key`` was computed with another
+        half-life than ``half_life_days`` (the setting changed), or the store has not
+        recorded one (a store from before keys: this is its migration; a new store's notes
+        already carry the right key, so its first pass only reads). Re-keying writes
+        ``salience_key`` alone, for the notes whose key differs, then records the half-life.
+        A second, read-only scan catches a note written or accessed with the old half-life
+        while the first one ran."""
+        target = self.policy.half_life_days
+        recorded = self.meta.salience_half_life_days
+        if recorded == target:
+            return {"scanned": 0, "decayed": 0, "rekeyed": 0, "half_life_days": target}
+        scanned, rekeyed = self._rekey(target * DAY, page_size)
+        self.meta.set(salience_half_life_days=target)  # new writes and stamps key with it
+        more = self._rekey(target * DAY, page_size)
+        if rekeyed + more[1]:
+            self.store.flush()
+        log.info("salience keys: %d of %d notes re-keyed for a half-life of %g days "
+                 "(was %s)", rekeyed + more[1], scanned, target, recorded)
+        return {"scanned": scanned, "decayed": 0, "rekeyed": rekeyed + more[1],
+                "half_life_days": target}
+
+    def _rekey(self, half_life_s: float, page_size: int) -> tuple[int, int]:
+        """(notes scanned, notes whose salience_key was written): every live, archived or
+        forgotten note, so a restored one is keyed too."""
+        if not isinstance(page_size, int) or page_size < 1:
+            raise InvalidArgument("page_size must be a positive integer", field="page_size")
+        self.memory.flush_stamps()
+        scanned = written = 0
+        due: list[str] = []
+        for pt in scroll_all(self.store, NOTE_POINTS, page=page_size):
             scanned += 1
-            since = max(float(payload.get("salience_ts") or 0.0), last_touch_ts(payload))
-            elapsed = now_ts - since
-            if elapsed <= 0:
-                continue
-            old = float(payload.get("salience", 0.5))
-            new = old * 0.5 ** (elapsed / half_life)
-            if old - new < 1e-4:
-                # Not worth a write: decay compounds from the same start next time, so
-                # skipping loses nothing.
-                continue
-            self.store.set_payload(
-                [point_id(payload["zk_id"])], {"salience": new, "salience_ts": now_ts}
-            )
-            changed += 1
-        return {"scanned": scanned, "decayed": changed}
+            if salience.needs_key(pt.payload, half_life_s):
+                due.append(pt.id)
+        # Written after the scan, so changing payloads never disturbs the paging.
+        for i in range(0, len(due), page_size):
+            written += self.memory.stamps.rekey(self.store, due[i : i + page_size], half_life_s)
+        return scanned, written
 
     def reclaim_forgotten(self) -> dict[str, Any]:
         """Remove forgotten notes past the grace period for good; their ids stay retired."""

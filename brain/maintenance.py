@@ -369,6 +369,9 @@ class MaintenanceService:
                 restored += len(points)
                 bar.update(len(batch))
         self._rebuild_graph()
+        # The payloads are back exactly, salience keys as they were (possibly none, or for
+        # another half-life): the next decay pass checks them all (brain/salience.py).
+        self.meta.set(salience_half_life_days=None)
         return {"backup": str(path), "restored": restored, "reembedded": reembedded}
 
     def _embedded(self, pid: str, payload: dict[str, Any]) -> Point:
@@ -553,8 +556,11 @@ class MaintenanceService:
         if self.memory.cfg.redact_secrets:  # an export of an older version may hold them
             items = [(pid, redact_tree(p)) for pid, p in items]
         # Re-embedded here with this home's model, so the stamp names it.
+        # Salience keys are this store's (brain/salience.py): its half-life may differ.
         items = [
-            (pid, {**p, "embed_model": model} if "embed_model" in p else p) for pid, p in items
+            (pid, self.memory.keyed({**p, "embed_model": model} if "embed_model" in p else
+                                    dict(p)))
+            for pid, p in items
         ]
         self.store.upsert(self._embed_batch(items))
         # A replaced note's questions were about its old content.

@@ -22,7 +22,7 @@ from brain.errors import InvalidArgument
 from brain.limits import MAX_SIGNATURE_CHARS as MAX_SIGNATURE
 from brain.limits import has_text
 from brain.memory import MAX_TOP_K, MemoryService, RecallFilter, check_project, check_top_k
-from brain.notes import point_id, public_note
+from brain.notes import point_id
 from brain.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
@@ -134,7 +134,7 @@ class MistakeService:
             if " ".join(_sections(existing["content"])[1].split()) == " ".join(detail.split()):
                 # The same failure again: count it; the text (and its vectors) stand.
                 state = self.memory.set_state(existing["zk_id"], occurrences=n, last_seen=now)
-                note = public_note(state)
+                note = self.memory.public(state)
             else:
                 merged = _append(existing["content"], detail, f"occurrence {n} at {now}",
                                  self.memory.cfg.max_content_chars)
@@ -187,7 +187,7 @@ class MistakeService:
         )
         return {
             "fix": fix,
-            "failure": public_note(
+            "failure": self.memory.public(
                 promoted, occurrences=promoted.get("occurrences", 1), resolved=True
             ),
             "redacted": list(res.redacted),
@@ -212,7 +212,7 @@ class MistakeService:
     def _live(self, ids: list[str]) -> list[dict[str, Any]]:
         pts = self.store.retrieve([point_id(z) for z in ids])
         return [
-            public_note(p.payload)
+            self.memory.public(p.payload)
             for p in pts
             if p.payload.get("kind") == "note"
             and self.memory.visible(p.payload)

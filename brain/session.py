@@ -28,7 +28,7 @@ from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
 from brain.limits import MAX_EXCERPT_CHARS, too_large
 from brain.memory import MemoryService, check_project
-from brain.notes import NOTE_KINDS, public_note
+from brain.notes import NOTE_KINDS
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 from brain.vector_store.base import Condition
 
@@ -160,16 +160,16 @@ class SessionService:
         inbox_count = len(self._notes(project, (), types=("fleeting",)))
         return {
             "project": project,
-            "project_context": [public_note(p) for p in self._notes(project, ("project_context",))],
-            "latest_session_summary": _handoff_note(summary) if summary else None,
-            "open_thread": _handoff_note(thread) if thread else None,
+            "project_context": [self.memory.public(p) for p in self._notes(project, ("project_context",))],
+            "latest_session_summary": _handoff_note(self.memory, summary) if summary else None,
+            "open_thread": _handoff_note(self.memory, thread) if thread else None,
             "other_active_threads": [t["zk_id"] for t in threads[1:]],
             "recent_decisions": [
-                public_note(p) for p in self._notes(project, ("decision",))[:limit]
+                self.memory.public(p) for p in self._notes(project, ("decision",))[:limit]
             ],
-            "recent_mistakes": [public_note(p) for p in self._notes(project, ("mistake",))[:limit]],
-            "recent_fixes": [public_note(p) for p in self._notes(project, ("fix",))[:limit]],
-            "pinned": [public_note(p) for p in pinned],
+            "recent_mistakes": [self.memory.public(p) for p in self._notes(project, ("mistake",))[:limit]],
+            "recent_fixes": [self.memory.public(p) for p in self._notes(project, ("fix",))[:limit]],
+            "pinned": [self.memory.public(p) for p in pinned],
             "counts": {
                 "by_note_kind": {k: v for k, v in counts.items() if v},
                 "notes": sum(counts.values()),
@@ -192,7 +192,7 @@ class SessionService:
         notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]))
         now_ts = self.clock.now().timestamp()
         items = [
-            public_note(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts)) / DAY, 3))
+            self.memory.public(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts)) / DAY, 3))
             for p in notes[:limit]
         ]
         return {
@@ -315,8 +315,8 @@ def _excerpt(value: str | None) -> str:
     return value.strip()
 
 
-def _handoff_note(payload: dict[str, Any]) -> dict[str, Any]:
-    return public_note(
+def _handoff_note(memory: MemoryService, payload: dict[str, Any]) -> dict[str, Any]:
+    return memory.public(
         payload,
         handoff_id=payload.get("handoff_id"),
         thread_state=payload.get("thread_state"),

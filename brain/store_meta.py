@@ -52,6 +52,13 @@ class StoreMeta:
         return str(q) if q is not None else None
 
     @property
+    def salience_half_life_days(self) -> float | None:
+        """The salience half-life every note's ``salience_key`` is computed with (recorded
+        by the decay worker's re-key pass; brain/salience.py). None: not recorded yet."""
+        h = self.data.get("salience_half_life_days")
+        return float(h) if h else None
+
+    @property
     def graph_seq(self) -> int:
         return int(self.data.get("graph_seq", 0))
 

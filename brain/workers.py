@@ -8,7 +8,7 @@ the due workers run on the next tick; ``run_now(name)`` runs one at once (tests,
 Jobs are added with ``register(name, fn)`` where ``fn() -> dict | None`` closes over what it
 works on, at any time, also while the scheduler runs. A job that could not run (its result
 says ``retry_next_tick``) stays due and is tried again on the next tick. The composition root (brain/app.py)
-registers ``decay`` (salience half-life), ``reclamation`` (forgotten notes past the grace
+registers ``decay`` (re-keys salience after a half-life change), ``reclamation`` (forgotten notes past the grace
 period are retired), ``index`` (index maintenance, brain/index_maintenance.py) and ``snapshot``. The last run of each worker is kept in the store's meta record, so a
 server that restarts often still runs its workers on schedule. Within one process a data
 dir has at most one running scheduler; several processes sharing a data dir is the owner's

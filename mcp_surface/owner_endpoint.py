@@ -36,7 +36,6 @@ from brain import paths
 from brain.errors import BrainError
 from brain.generations.wiring import run_command
 from brain.identity import Identity, acting_as
-from brain.notes import public_note
 from brain.owner_report import report
 from mcp_surface import owner_rpc
 from mcp_surface.args import argument_error
@@ -242,7 +241,7 @@ class OwnerEndpoint:
             return None
         return ToolResult(
             structured_content={
-                "note": public_note(done),
+                "note": brain.memory.public(done),
                 "linked": [],
                 "redacted": [],
                 "deduplicated": True,

@@ -124,22 +124,28 @@ async def test_decay_report_lowest_first(brain: Brain, client) -> None:  # noqa:
 
 
 def test_salience_decays_by_half_life_and_access_restarts_it(brain: Brain) -> None:
+    # Salience decays on read (brain/salience.py): the worker no longer rewrites it, so the
+    # salience checked is the one read now, not the stored field.
     brain.workers.stop()
     x, y = add(brain, "salience x"), add(brain, "salience y")
     z = add(brain, "salience pinned", pinned=True)
+
+    def sal(zk: str) -> float:
+        return brain.memory.salience_of(brain.memory.get_payload(zk))
+
     brain.clock.advance(days=30)  # the default half-life
     brain.workers.run_now("decay")
-    assert brain.memory.get_payload(x)["salience"] == pytest.approx(0.25)
+    assert sal(x) == pytest.approx(0.25)
     brain.memory.stamp_access([y])  # +0.05 and the decay clock restarts
-    assert brain.memory.get_payload(y)["salience"] == pytest.approx(0.30)
+    assert sal(y) == pytest.approx(0.30)
     brain.clock.advance(days=30)
     brain.workers.run_now("decay")
-    assert brain.memory.get_payload(x)["salience"] == pytest.approx(0.125)
-    assert brain.memory.get_payload(y)["salience"] == pytest.approx(0.15)
-    assert brain.memory.get_payload(z)["salience"] == 1.0
+    assert sal(x) == pytest.approx(0.125)
+    assert sal(y) == pytest.approx(0.15)
+    assert sal(z) == 1.0
     # Running again at the same instant changes nothing.
     brain.workers.run_now("decay")
-    assert brain.memory.get_payload(x)["salience"] == pytest.approx(0.125)
+    assert sal(x) == pytest.approx(0.125)
 
 
 def _wait_for(cond, timeout: float = 10.0) -> bool:  # noqa: ANN001

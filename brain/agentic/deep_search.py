@@ -29,7 +29,7 @@ import numpy as np
 from brain.errors import InvalidArgument
 from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.memory import MemoryService, RecallFilter, check_top_k
-from brain.notes import point_id, public_note
+from brain.notes import point_id
 from brain.vector_store import HasId
 
 MAX_HOPS = 4
@@ -107,7 +107,7 @@ def deep_search(
     ranked = sorted(found.values(), key=lambda f: (-f.score, f.hop))[:top_k]
     memory.stamp_access([f.payload["zk_id"] for f in ranked])
     results = [
-        public_note(
+        memory.public(
             f.payload,
             score=round(f.score, 6),
             hop=f.hop,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from brain import tenancy
+from brain import salience, tenancy
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
 from brain.embedder import Embedder, embed_passages
@@ -25,7 +25,7 @@ from brain.graph import LinkGraph
 from brain.identity import Identity
 from brain.limits import MAX_LABEL_CHARS, check_text
 from brain.memory.access import AccessStamps
-from brain.notes import ZK_ID_RE, normalise_zk_id, point_id
+from brain.notes import ZK_ID_RE, normalise_zk_id, point_id, public_note
 from brain.rerank import Reranker
 from brain.search_policy import SearchPolicy
 from brain.store_meta import StoreMeta
@@ -56,6 +56,7 @@ class MemoryConfig:
     exact_max_points: int
     user_id: str
     agent_id: str
+    half_life_days: float  # of salience, until the store records the one its keys use
 
 
 class SessionThreads:
@@ -227,6 +228,26 @@ class NoteCore:
         dense = self.embed_notes([payload])[0]
         return dense.tolist(), self.bm25.document(keyword_text(payload))
 
+    def half_life_s(self) -> float:
+        """The salience half-life the store's keys are computed with (brain/salience.py):
+        the recorded one, else the configured one (a store not yet keyed by the decay
+        worker)."""
+        recorded = self.meta.salience_half_life_days
+        return (recorded or self.cfg.half_life_days) * salience.DAY
+
+    def salience_of(self, payload: dict[str, Any]) -> float:
+        """The note's salience now (it decays on read; brain/salience.py)."""
+        return salience.salience_now(payload, self.clock.now().timestamp(), self.half_life_s())
+
+    def keyed(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` with its ``salience_key`` (set in place) for the store's half-life."""
+        payload["salience_key"] = salience.salience_key(payload, self.half_life_s())
+        return payload
+
+    def public(self, payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        """What a tool returns for a note (public_note), with its salience as of now."""
+        return public_note(payload, **extra, salience=round(self.salience_of(payload), 4))
+
     def stamp_access(self, zk_ids: Sequence[str], boost: float = 0.05) -> None:
         """access_count + 1 and last_accessed = now on each note (decay tracking), written
         later by :meth:`flush_stamps` (see brain/memory/access.py)."""
@@ -237,7 +258,7 @@ class NoteCore:
 
     def flush_stamps(self) -> int:
         """Write the coalesced access stamps; returns how many notes were stamped."""
-        return self.stamps.flush(self.store)
+        return self.stamps.flush(self.store, self.half_life_s())
 
     def get_payload(self, zk_id: str, *, include_forgotten: bool = False) -> dict[str, Any]:
         self.flush_stamps()

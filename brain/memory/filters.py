@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from brain import tenancy
+from brain import salience, tenancy
 from brain.errors import InvalidArgument
 from brain.limits import (
     MAX_AGE_DAYS,
@@ -65,8 +65,9 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
         since = m.clock.now() - timedelta(days=days)
         must.append(Range("created_ts", gte=since.timestamp()))
     if rf.min_salience is not None:
-        must.append(Range("salience", gte=check_number(rf.min_salience, "min_salience",
-                                                       lo=0, hi=1)))
+        floor = check_number(rf.min_salience, "min_salience", lo=0, hi=1)
+        if floor > 0:  # every salience is >= 0
+            must.append(salience_condition(m, floor))
     if rf.confidence_min is not None:  # applied after retrieval; checked here, before
         check_number(rf.confidence_min, "confidence_min", lo=-1, hi=1)
     if len(rf.custom) > MAX_FILTERS:
@@ -80,6 +81,20 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
         (must_not if negated else must).append(cond)
     base = NOTE_FILTER
     return Filter(must=base.must + tuple(must), must_not=base.must_not + tuple(must_not))
+
+
+def salience_condition(m: NoteCore, floor: float) -> Filter:
+    """Notes whose salience now (it decays on read) is at least ``floor``: an exact, indexed
+    range on their time-invariant ``salience_key`` (brain/salience.py)."""
+    now_ts = m.clock.now().timestamp()
+    keyed = Range("salience_key", gte=salience.key_floor(floor, now_ts, m.half_life_s()))
+    if m.meta.salience_half_life_days is not None:
+        return Filter(must=(keyed,))
+    # A store the decay worker has not keyed yet (one from before keys existed): its notes
+    # without a key pass on their stored salience, as they did before.
+    unkeyed = Filter(must=(Range("salience", gte=floor),),
+                     must_not=(Range("salience_key", gte=-1e300),))
+    return Filter(should=(keyed, unkeyed))
 
 
 _RULE_FIELDS = frozenset({"key", "value", "any", "none_of", "not", "gte", "gt", "lte", "lt"})

@@ -13,14 +13,23 @@ from brain import tenancy
 from brain.errors import Conflict
 from brain.memory import hype
 from brain.memory.core import NoteCore
-from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id, public_note
+from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id
 from brain.vector_store import Filter, Match
+
+# The fields the salience filter key is computed from (brain/salience.py).
+_SALIENCE_INPUTS = frozenset({"salience", "salience_ts", "pinned", "created_ts",
+                              "last_accessed_ts"})
 
 
 def set_state(m: NoteCore, zk_id: str, **fields: Any) -> dict[str, Any]:
-    """Set lifecycle fields without touching vectors or the updated stamp."""
+    """Set lifecycle fields without touching vectors or the updated stamp. A salience set
+    is the note's salience now (its decay restarts); the filter key follows it."""
     with m._write_lock:
         p = m.get_payload(zk_id, include_forgotten=True)
+        if "salience" in fields and "salience_ts" not in fields:
+            fields["salience_ts"] = m.clock.now().timestamp()
+        if _SALIENCE_INPUTS & set(fields):
+            fields["salience_key"] = m.keyed({**p, **fields})["salience_key"]
         m.store.set_payload([point_id(p["zk_id"])], fields)
         return {**p, **fields}
 
@@ -47,7 +56,7 @@ def restore(m: NoteCore, zk_id: str) -> dict[str, Any]:
             raise Conflict(f"note {p['zk_id']} is neither archived nor forgotten; nothing "
                            "to restore", zk_id=p["zk_id"])
     m._emit("restored", p)
-    return {**public_note(p), "restored_from": restored}
+    return {**m.public(p), "restored_from": restored}
 
 
 def archive(m: NoteCore, zk_id: str) -> dict[str, Any]:

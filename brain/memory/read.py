@@ -16,7 +16,7 @@ from brain.limits import MAX_QUERY_CHARS
 from brain.memory import hype
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
 from brain.memory.filters import RecallFilter, build_filter
-from brain.notes import point_id, public_note
+from brain.notes import point_id
 from brain.retrieval import LEG_FIELDS, Candidate
 from brain.search_policy import rank
 from brain.vector_store import Filter, Match, scroll_all
@@ -38,7 +38,7 @@ def search(
     cands = recall(m, qvec, query, flt, top_k, rf.confidence_min)
     if stamp:
         m.stamp_access([c.payload["zk_id"] for c in cands])
-    return [_hit(c) for c in cands]
+    return [_hit(m, c) for c in cands]
 
 
 def recall(
@@ -77,20 +77,20 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
     return cands[:limit]
 
 
-def _hit(c: Candidate) -> dict[str, Any]:
+def _hit(m: NoteCore, c: Candidate) -> dict[str, Any]:
     extra: dict[str, Any] = {"score": round(c.score, 6)}
     if c.similarity is not None:
         extra["similarity"] = round(c.similarity, 6)
     if c.rerank is not None:
         extra["rerank_score"] = round(c.rerank, 6)
-    return public_note(c.payload, **extra)
+    return m.public(c.payload, **extra)
 
 
 def get(m: NoteCore, zk_id: str) -> dict[str, Any]:
     """One whole note the caller may see, access-stamped (the ``get_note`` tool)."""
     payload = m.get_payload(zk_id)
     m.stamp_access([payload["zk_id"]])
-    return public_note(payload)
+    return m.public(payload)
 
 
 def related(m: NoteCore, zk_id: str, depth: int = 1) -> dict[str, Any]:
@@ -98,10 +98,10 @@ def related(m: NoteCore, zk_id: str, depth: int = 1) -> dict[str, Any]:
         raise InvalidArgument("depth must be 1, 2 or 3", field="depth")
     root = m.get_payload(zk_id)
     found = _walk(m, root["zk_id"], depth)
-    out = [{**public_note(p), "hops": hops, "via": via, "relation": rel}
+    out = [{**m.public(p), "hops": hops, "via": via, "relation": rel}
            for hops, via, rel, p in found.values() if not p.get("forgotten")]
     out.sort(key=lambda n: (n["hops"], n["zk_id"]))
-    return {"note": public_note(root), "related": out}
+    return {"note": m.public(root), "related": out}
 
 
 def _walk(m: NoteCore, start: str, depth: int) -> dict[str, tuple[int, str, str, dict[str, Any]]]:

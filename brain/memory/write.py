@@ -23,7 +23,7 @@ from brain.memory.core import (
     require_enum,
     require_text,
 )
-from brain.notes import NOTE_KINDS, RELATIONS, new_zk_id, point_id, public_note
+from brain.notes import NOTE_KINDS, RELATIONS, new_zk_id, point_id
 from brain.redact import redact, redact_tags, redact_tree
 from brain.retrieval import looks_like_code
 from brain.vector_store import Match, Point
@@ -100,7 +100,7 @@ def new_payload(
         "forgotten": False,
         **(extra or {}),
     }
-    return payload, redacted
+    return m.keyed(payload), redacted
 
 
 def add(
@@ -158,7 +158,7 @@ def add(
     if thread is not None:
         m.threads.advance(thread, zk_id, payload["content"])
     m._emit("added", payload)
-    return WriteResult(public_note(payload), redacted, linked)
+    return WriteResult(m.public(payload), redacted, linked)
 
 
 def session_thread(m: NoteCore, project: str | None) -> tuple[str, str, str]:
@@ -259,7 +259,7 @@ def update(m: NoteCore, zk_id: str, new_content: str) -> WriteResult:
         hype.drop(m.store, [payload["zk_id"]])
         m.graph.upsert_node(payload["zk_id"], payload["title"], payload["project"])
     m._emit("updated", payload)
-    return WriteResult(public_note(payload), redacted)
+    return WriteResult(m.public(payload), redacted)
 
 
 def apply_fields(m: NoteCore, zk_id: str, fields: dict[str, Any], reembed: bool) -> dict[str, Any]:
@@ -311,4 +311,4 @@ def distill(m: NoteCore, zk_id: str) -> WriteResult:
             _sync_graph(m, p["zk_id"], payload)
             linked = _backlink(m, p["zk_id"], payload)
     m._emit("distilled", payload)
-    return WriteResult(public_note(payload), (), linked)
+    return WriteResult(m.public(payload), (), linked)

@@ -25,7 +25,9 @@ KEYWORD_FIELDS = (
 # scoped to one project reads one block (measured 8.0 -> 3.2 ms for a filtered dense query,
 # 5,000 of 100,000 notes; bench/prof_hnsw.py).
 TENANT_FIELDS = ("project",)
-FLOAT_FIELDS = ("created_ts", "updated_ts", "last_accessed_ts", "salience", "forgotten_ts")
+FLOAT_FIELDS = (
+    "created_ts", "updated_ts", "last_accessed_ts", "salience", "salience_key", "forgotten_ts",
+)
 BOOL_FIELDS = ("pinned", "forgotten")
 
 # Dense vector quantization, chosen per store at creation (``[index] quantization``) and

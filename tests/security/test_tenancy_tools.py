@@ -268,7 +268,7 @@ NOT_FOUND = {
 
 
 STAMPS = ("access_count", "last_accessed", "last_accessed_ts")
-WORKER = ("salience", "salience_ts")  # the salience decay worker runs on its own clock
+WORKER = ("salience", "salience_ts", "salience_key")  # set by access stamps, re-keyed by decay
 
 
 def _snapshot(brain: Brain, stamps: bool = True) -> dict[str, Any]:
