@@ -36,13 +36,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from brain.errors import (
-    ActionInProgress,
-    InvalidArgument,
-    OptimizeAborted,
-    StoreError,
-    StoreLocked,
-)
+from brain.errors import ActionInProgress, InvalidArgument, OptimizeAborted, StoreError, StoreLocked
 from brain.private import fsync_dir
 from brain.vector_store import edge_convert as cv
 from brain.vector_store.base import (
