@@ -1,0 +1,75 @@
+"""Time the tools in a fresh server process on a store a speed run left behind::
+
+    python -m bench.restart STORE_HOME [--queries 200] [--json OUT]
+
+The speed bench (bench/speed.py) times the tools in the process that has just bulk-imported
+the store: a process that embedded every note and held the import's batches. This opens the
+store as a restarted server does (default settings, every worker running, the store as the
+product left it) and times search_memory (all projects, one project), deep_search and
+add_memory through the in-process MCP client, with the same synthetic queries, then reads the
+process's RSS. STORE_HOME is a data dir the speed run logged (``.../speed-100000``); the
+adds are written into it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+async def run(home: Path, queries: int) -> dict[str, Any]:
+    from bench import call, mcp_client, percentiles, rss_mb
+    from bench.speed import PROJECTS, _time_tool, synthetic_notes, synthetic_queries
+    from brain.app import Brain
+    from config import load_settings
+
+    brain = Brain(load_settings(home=home)).open()
+    try:
+        qs = synthetic_queries(queries)
+        glob = [{"query": q, "top_k": 10, "all_projects": True} for q in qs]
+        scoped = [{"query": q, "top_k": 10, "project": f"proj-{i % PROJECTS}"}
+                  for i, q in enumerate(qs)]
+        adds = [{"content": f"{x} Added after a restart.", "project": "proj-0"}
+                for x in synthetic_notes(min(queries, 100), seed=98)]
+        out: dict[str, Any] = {"store": str(home), "index": brain.index_maintenance.status()}
+        async with mcp_client(brain) as client:
+            await call(client, "search_memory", {"query": "warm up", "top_k": 10,
+                                                 "all_projects": True})
+            out["search_all_ms"] = percentiles(await _time_tool(client, "search_memory", glob))
+            out["search_project_ms"] = percentiles(
+                await _time_tool(client, "search_memory", scoped))
+            out["deep_search_ms"] = percentiles(
+                await _time_tool(client, "deep_search", glob[: len(adds)]))
+            out["add_memory_ms"] = percentiles(await _time_tool(client, "add_memory", adds))
+        out["rss_at_rest_mb"] = rss_mb()
+        return out
+    finally:
+        brain.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.restart", description=__doc__)
+    p.add_argument("store", help="a data dir a speed run left (e.g. .../speed-100000)")
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--json", help="also write the figures here")
+    args = p.parse_args(argv)
+    home = Path(args.store)
+    if not (home / "store").is_dir():
+        p.error(f"{home} holds no store (expected {home / 'store'})")
+    out = asyncio.run(run(home, args.queries))
+    text = json.dumps(out, indent=2, default=str)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
