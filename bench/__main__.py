@@ -338,6 +338,16 @@ def targets(r: dict[str, Any]) -> list[str]:
         if row.get("time_to_indexed_s") is not None:
             line += f"; {row['time_to_indexed_s']} s until indexed after the bulk import"
         out.append(line + ".")
+        rst = row.get("restarted") or {}
+        if rst.get("search_all_ms") and row["notes"] >= 100_000:
+            worst = max(rst["search_all_ms"]["p50"], rst["search_project_ms"]["p50"])
+            out.append(
+                f"{row['notes']:,} notes, a restarted server on that store: search_memory p50 "
+                f"{rst['search_project_ms']['p50']:.1f} ms in one project, "
+                f"{rst['search_all_ms']['p50']:.1f} ms across all (target <= 25 ms: "
+                f"{'met' if worst <= 25 else 'NOT met'}); deep_search "
+                f"{rst['deep_search_ms']['p50']:.1f} ms; add_memory "
+                f"{rst['add_memory_ms']['p50']:.1f} ms; RSS at rest {rst['rss_at_rest_mb']} MB.")
     return out
 
 

@@ -156,6 +156,20 @@ def speed_section(data: dict[str, Any]) -> str:
         "",
     ]
     for r in data.get("scales", []):
+        rst = r.get("restarted") or {}
+        if rst.get("error"):
+            out.append(f"- {r['notes']:,} notes, a restarted server: not measured "
+                       f"({rst['error']}).")
+        elif rst:
+            out.append(
+                f"- {r['notes']:,} notes, a restarted server on the store this scale left "
+                f"(bench.restart, ms p50 / p95): search_memory (all projects) "
+                f"{_ms(rst.get('search_all_ms'))}, (1 project) "
+                f"{_ms(rst.get('search_project_ms'))}, deep_search "
+                f"{_ms(rst.get('deep_search_ms'))}, add_memory {_ms(rst.get('add_memory_ms'))}; "
+                f"RSS at rest {rst.get('rss_at_rest_mb')} MB."
+            )
+    for r in data.get("scales", []):
         during = r.get("during_maintenance") or {}
         if during:
             out.append(

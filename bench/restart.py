@@ -1,6 +1,6 @@
 """Time the tools in a fresh server process on a store a speed run left behind::
 
-    python -m bench.restart STORE_HOME [--queries 200] [--json OUT]
+    python -m bench.restart STORE_HOME [--queries 200] [--sections JSON] [--json OUT]
 
 The speed bench (bench/speed.py) times the tools in the process that has just bulk-imported
 the store: a process that embedded every note and held the import's batches. This opens the
@@ -8,7 +8,9 @@ store as a restarted server does (default settings, every worker running, the st
 product left it) and times search_memory (all projects, one project), deep_search and
 add_memory through the in-process MCP client, with the same synthetic queries, then reads the
 process's RSS. STORE_HOME is a data dir the speed run logged (``.../speed-100000``); the
-adds are written into it.
+adds are written into it. ``--sections`` overrides settings sections (the speed bench passes
+its embedding backend, and the tests their offline model). The speed bench runs this after
+each scale, in a child process, and reports it beside its own figures.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-async def run(home: Path, queries: int) -> dict[str, Any]:
+async def run(home: Path, queries: int,
+              sections: dict[str, Any] | None = None) -> dict[str, Any]:
     from bench import call, mcp_client, percentiles, rss_mb
     from bench.speed import PROJECTS, _time_tool, synthetic_notes, synthetic_queries
     from brain.app import Brain
     from config import load_settings
 
-    brain = Brain(load_settings(home=home)).open()
+    brain = Brain(load_settings(home=home, **(sections or {}))).open()
     try:
         qs = synthetic_queries(queries)
         glob = [{"query": q, "top_k": 10, "all_projects": True} for q in qs]
@@ -58,12 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.restart", description=__doc__)
     p.add_argument("store", help="a data dir a speed run left (e.g. .../speed-100000)")
     p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--sections", default="{}",
+                   help='settings overrides, e.g. {"embedding": {"backend": "torch"}}')
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
     home = Path(args.store)
     if not (home / "store").is_dir():
         p.error(f"{home} holds no store (expected {home / 'store'})")
-    out = asyncio.run(run(home, args.queries))
+    out = asyncio.run(run(home, args.queries, json.loads(args.sections)))
     text = json.dumps(out, indent=2, default=str)
     print(text)
     if args.json:

@@ -12,17 +12,22 @@ embedding alone (the floor), bulk import notes/s, the cost of access stamping, t
 state after import and at rest (brain_stats' ``index``), the steps of the maintenance run,
 the RSS of the process at rest (after the timed calls) and its peak (the optimizer child is
 not counted), and the startup time of ``python mcp_server.py`` to the first answered tool
-call. No private handle, no manual optimize.
+call. Then a restarted server on each store times the same calls (bench/restart.py, in a
+child process). No private handle, no manual optimize.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 import random
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench import (
@@ -323,7 +328,32 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
 
     finally:
         brain.close()
+    row["restarted"] = restarted(ctx, ctx.home(f"speed-{n}"), queries)
     return row
+
+
+def restarted(ctx: BenchContext, home: Path, queries: int) -> dict[str, Any]:
+    """The same calls timed by a restarted server on the store this scale left (bench.restart
+    in a child process: the figure a user gets after importing and starting the server, not
+    the importing process's), or the error that stopped it."""
+    sections = dict(ctx.sections)
+    backend = getattr(ctx.embedder, "backend", None)
+    if backend and "model" not in sections.get("embedding", {}):
+        sections["embedding"] = {**sections.get("embedding", {}), "backend": backend}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "restart.json"
+        cmd = [sys.executable, "-m", "bench.restart", str(home), "--queries", str(queries),
+               "--sections", json.dumps(sections), "--json", str(out)]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if proc.returncode != 0 or not out.is_file():
+            tail = " / ".join(proc.stderr.strip().splitlines()[-3:])
+            return {"error": f"bench.restart exited {proc.returncode}: {tail}"}
+        data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    data.pop("index", None)
+    ctx.log(f"speed {home.name}: restarted server search p50 "
+            f"{data['search_all_ms']['p50']} ms, add p50 {data['add_memory_ms']['p50']} ms")
+    return data
 
 
 def _other_backend(ctx: BenchContext) -> tuple[str, Any] | None:

@@ -169,8 +169,16 @@ async def test_speed_scale_small(ctx: BenchContext) -> None:
     # Both timed searches answered with notes (top_k = 10), not an empty scope.
     assert row["mean_hits"] == {"all": 10, "project": 10}
     assert row["peak_rss_mb"] > 0
-    # At rest the process holds no more than its peak, and more than nothing.
-    assert 0 < row["rss_at_rest_mb"] <= row["peak_rss_mb"]
+    # At rest the process holds about its peak at most (the kernel's high-water mark lags the
+    # live RSS by a few pages), and more than nothing.
+    assert 0 < row["rss_at_rest_mb"] <= row["peak_rss_mb"] + 16
+    # A restarted server (a child process on the store the scale left) timed the same calls.
+    rst = row["restarted"]
+    assert "error" not in rst, rst
+    assert rst["search_all_ms"]["n"] == 5 and rst["search_all_ms"]["p50"] > 0
+    assert rst["add_memory_ms"]["n"] == 5 and rst["rss_at_rest_mb"] > 0
+    assert "a restarted server on the store this scale left" in report.speed_section(
+        {"scales": [row]})
 
 
 def test_bulk_payload_matches_add(brain) -> None:  # noqa: ANN001
@@ -212,3 +220,18 @@ def test_dbsf_follows_the_confident_leg() -> None:
     # Plain RRF cannot tell: the two rank-1 hits tie (their legs' ranks break the tie).
     rrf_k = RetrievalSettings().rrf_k
     assert {c.id for c in fuse(dense, sparse, "rrf", rrf_k=rrf_k)[:2]} == {"c", "s0"}
+
+
+def test_targets_name_the_restarted_server_figure() -> None:
+    def p(ms: float) -> dict[str, float]:
+        return {"p50": ms, "p95": ms, "p99": ms, "n": 1}
+
+    row = {"notes": 100_000, "search_all_ms": p(40.0), "search_project_ms": p(30.0),
+           "add_memory_ms": p(45.0),
+           "restarted": {"search_all_ms": p(22.0), "search_project_ms": p(24.0),
+                         "deep_search_ms": p(60.0), "add_memory_ms": p(33.0),
+                         "rss_at_rest_mb": 1200.0}}
+    lines = targets({"speed": {"scales": [row]}})
+    assert "40.0 ms across all (target <= 25 ms: NOT met)" in lines[0]
+    assert lines[1].startswith("100,000 notes, a restarted server on that store")
+    assert "24.0 ms in one project, 22.0 ms across all (target <= 25 ms: met)" in lines[1]
