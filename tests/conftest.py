@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -131,6 +132,24 @@ async def real_client(real_brain: Brain):  # noqa: ANN201
 
     async with Client(create_server(brain=real_brain)) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def _drop_cli_log_handlers() -> Iterator[None]:
+    """The CLI run in this process (``main([...])``) calls setup_logging, which gives the root
+    logger a handler on the sys.stderr of that moment: pytest's capture, closed after the test.
+    Left there, a later test's background log line hit "I/O operation on closed file". Drop
+    setup_logging's handlers (and its level) after each test."""
+    from brain.logs import RedactingFormatter
+
+    root = logging.getLogger()
+    level = root.level
+    yield
+    for h in list(root.handlers):
+        if isinstance(h.formatter, RedactingFormatter):
+            root.removeHandler(h)
+            h.close()
+    root.setLevel(level)
 
 
 @pytest.fixture
