@@ -69,14 +69,8 @@ class Score:
     idle_s: float
 
 
-def last_touch_ts(payload: dict[str, Any]) -> float:
-    """When the note was last accessed, or created if it never was (epoch seconds)."""
-    last = float(payload.get("last_accessed_ts") or 0.0)
-    return last if last > 0 else float(payload.get("created_ts") or 0.0)
-
-
 def decay_score(payload: dict[str, Any], now_ts: float, policy: DecayPolicy) -> Score:
-    idle = max(0.0, now_ts - last_touch_ts(payload))
+    idle = max(0.0, now_ts - salience.last_touch_ts(payload))
     recency = 0.5 ** (idle / (policy.stale_days * DAY))
     accesses = max(0, int(payload.get("access_count") or 0))
     importance = min(1.0, math.log1p(accesses) / math.log1p(policy.importance_cap))

@@ -31,12 +31,16 @@ MIN_KEYED = 2.0**-40
 KEY_TOLERANCE_S = 1.0
 
 
+def last_touch_ts(payload: dict[str, Any]) -> float:
+    """When the note was last accessed, or created if it never was (epoch seconds)."""
+    last = float(payload.get("last_accessed_ts") or 0.0)
+    return last if last > 0 else float(payload.get("created_ts") or 0.0)
+
+
 def since_ts(payload: dict[str, Any]) -> float:
     """When the stored salience was the note's salience: the later of its ``salience_ts``,
     its last access and its creation (epoch seconds)."""
-    last = float(payload.get("last_accessed_ts") or 0.0)
-    touch = last if last > 0 else float(payload.get("created_ts") or 0.0)
-    return max(float(payload.get("salience_ts") or 0.0), touch)
+    return max(float(payload.get("salience_ts") or 0.0), last_touch_ts(payload))
 
 
 def salience_now(payload: dict[str, Any], now_ts: float, half_life_s: float) -> float:
