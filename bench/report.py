@@ -131,6 +131,7 @@ def speed_section(data: dict[str, Any]) -> str:
                 r.get("time_to_indexed_s"),
                 r.get("rss_at_rest_mb"),
                 r.get("peak_rss_mb"),
+                r.get("disk_mb"),
             ]
         )
     out = [
@@ -150,11 +151,20 @@ def speed_section(data: dict[str, Any]) -> str:
                 "s until indexed",
                 "RSS at rest MB",
                 "peak RSS MB (the bench process)",
+                "store disk MB",
             ],
             rows,
         ),
         "",
     ]
+    for r in data.get("scales", []):
+        vec = r.get("vectors") or {}
+        if vec.get("source") == "cache":
+            out.append(
+                f"- {r['notes']:,} notes: the import took the notes' vectors from the vector "
+                f"cache (bench/vector_cache.py, embedded once by the same model at "
+                f"{vec.get('embed_notes_per_s')} notes/s); bulk notes/s is the import "
+                "without embedding.")
     for r in data.get("scales", []):
         rst = r.get("restarted") or {}
         if rst.get("error"):

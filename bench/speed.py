@@ -1,8 +1,11 @@
 """Speed at scale, through the in-process MCP client, on the store as the product leaves it.
 
-At each scale (7k quick; 10k, 100k notes) a fresh brain, with its background workers
-running, is filled with synthetic notes by :func:`brain.bulk.bulk_add` (the product's bulk
-path; adding 100k notes one call at a time would measure the loop, not the store). Nothing
+At each scale (7k quick; 10k, 100k notes, and 1M once the vector cache holds them) a fresh
+brain, with its background workers running, is filled with synthetic notes by
+:func:`brain.bulk.bulk_add` (the product's bulk path; adding 100k notes one call at a time
+would measure the loop, not the store). From 200k notes on, the import takes the notes'
+vectors from bench/vector_cache.py (embedded once by the same model; the rate it took is
+reported beside the import's) instead of embedding them in every run. Nothing
 then touches the store but the product: the bench waits for the index worker to bring the
 store to rest and reports that wait ("time until fully indexed after a bulk import of N").
 While it waits it times search_memory and add_memory through the tools: before the first
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +44,14 @@ from bench import (
     rss_mb,
     tool_names,
 )
+from bench.vector_cache import VectorCache
+from brain.integrity import store_bytes
 from brain.memory import RecallFilter
+
+# From this many notes on, the import takes its vectors from the vector cache (a million
+# notes take ~1 h 45 min to embed here); below, it embeds them as the product does.
+CACHED_FROM = 200_000
+MILLION = 1_000_000
 
 PROJECTS = 20
 
@@ -229,6 +240,22 @@ async def _until_indexed(
     }
 
 
+def _vectors(ctx: BenchContext, n: int) -> tuple[Iterator[Any], dict[str, Any]]:
+    """The notes' vectors for the import: from the vector cache at ``CACHED_FROM`` notes and
+    more (bench/vector_cache.py; the embedding rate it recorded is reported beside the
+    import's), else none (the import embeds every note, as the product does)."""
+    if n < CACHED_FROM:
+        return iter(()), {"source": "embedded during the import"}
+    cache = VectorCache.for_embedder(ctx.embedder)
+    if cache.done < n:
+        raise SystemExit(
+            f"speed {n:,}: the vector cache {cache.data_path} holds {cache.done:,} of {n:,} "
+            f"vectors; build it first: python -m bench.vector_cache {n} (resumable)")
+    rows = (v for chunk in cache.rows(n) for v in chunk)
+    return rows, {"source": "cache", "cache": str(cache.data_path),
+                  "embed_notes_per_s": cache.notes_per_s()}
+
+
 async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, Any]:
     from brain.bulk import BulkNote, bulk_add
 
@@ -236,15 +263,18 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
     row: dict[str, Any] = {"notes": n}
     try:
         texts = synthetic_notes(n)
+        vectors, row["vectors"] = _vectors(ctx, n)
         t = time.perf_counter()
         bulk_add(
             brain.memory,
-            (BulkNote(x, project=f"proj-{i % PROJECTS}") for i, x in enumerate(texts)),
+            (BulkNote(x, project=f"proj-{i % PROJECTS}", vector=next(vectors, None))
+             for i, x in enumerate(texts)),
             batch=512,
         )
         row["bulk_import_s"] = round(time.perf_counter() - t, 1)
         row["bulk_notes_per_s"] = round(n / (time.perf_counter() - t), 1)
-        ctx.log(f"speed {n}: bulk import {row['bulk_notes_per_s']} notes/s")
+        ctx.log(f"speed {n}: bulk import {row['bulk_notes_per_s']} notes/s "
+                f"({row['vectors']['source']} vectors)")
         qs = synthetic_queries(queries)
         emb: list[float] = []
         for q in qs:
@@ -291,6 +321,7 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
             # What a server holding this store needs at rest (model, vectors, graph, caches);
             # the peak below also counts the bulk import and every scale run before it.
             row["rss_at_rest_mb"] = rss_mb()
+            row["disk_mb"] = round(store_bytes(brain.store) / 2**20, 1)
             alt = None if ctx.quick else _other_backend(ctx)
             if alt is not None:
                 # The same store and queries with the other embedding backend's query vectors,
@@ -404,6 +435,13 @@ async def run(
     """Fills ``out`` (startup, then one row per scale), calling ``checkpoint()`` after each."""
     # Quick: 7,000, the smallest store Qdrant Edge indexes (a 10 MB segment at 384 dims).
     scales = [7_000] if ctx.quick else [10_000, 100_000]
+    if not ctx.quick:
+        held = VectorCache.for_embedder(ctx.embedder).done
+        if held >= MILLION:
+            scales.append(MILLION)
+        else:
+            ctx.log(f"speed: no {MILLION:,}-note point (the vector cache holds {held:,}); "
+                    f"build it with python -m bench.vector_cache {MILLION}")
     if os.environ.get("BENCH_SPEED_SCALES"):  # e.g. 10000 alone: one point of the full run
         scales = [int(x) for x in os.environ["BENCH_SPEED_SCALES"].split(",")]
     queries = 100 if ctx.quick else 200

@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from brain.errors import InvalidArgument
 from brain.memory import (
     MemoryService,
     keyword_text,
@@ -38,6 +41,11 @@ class BulkNote:
     pinned: bool = False
     visibility: str = "shared"
     extra: dict[str, Any] = field(default_factory=dict)
+    # The note's dense vector when it is already known (an export of a store on the same
+    # model, a benchmark's cached embeddings): what this store's embedder gives for the
+    # note's text. Checked for size and finiteness; ignored when redaction changed the text
+    # (the vector would encode what was removed), and then the note is embedded here.
+    vector: Sequence[float] | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +84,32 @@ def _unique_ids(memory: MemoryService, payloads: list[dict[str, Any]], seen: set
             return
 
 
+def _given_vector(memory: MemoryService, note: BulkNote, payload: dict[str, Any]) -> list[float] | None:
+    """``note.vector`` checked, as a list; None when the note must be embedded here."""
+    if note.vector is None or payload["content"] != note.content:
+        return None  # no vector, or redaction changed the text the vector encodes
+    vec = np.asarray(note.vector, dtype=np.float32).reshape(-1)
+    dim = memory.embedder.dimension
+    if vec.shape[0] != dim or not np.isfinite(vec).all():
+        raise InvalidArgument(
+            f"a bulk note's vector has {vec.shape[0]} values (or non-finite ones); this store's "
+            f"model gives {dim} finite values: pass vectors from the same model, or none and "
+            "let the import embed the notes")
+    return vec.tolist()
+
+
+def _dense(memory: MemoryService, notes: list[BulkNote], payloads: list[dict[str, Any]]
+           ) -> list[list[float]]:
+    """The dense vector of each note: the given one, else embedded here (one batch)."""
+    given = [_given_vector(memory, n, p) for n, p in zip(notes, payloads, strict=True)]
+    todo = [i for i, v in enumerate(given) if v is None]
+    if todo:
+        fresh = memory.embed_notes([payloads[i] for i in todo])
+        for row, i in enumerate(todo):
+            given[i] = fresh[row].tolist()
+    return [v for v in given if v is not None]
+
+
 def bulk_add(
     memory: MemoryService,
     notes: Iterable[BulkNote | str],
@@ -102,9 +136,9 @@ def bulk_add(
         now, ts = memory._now()
         payloads = [build_payload(memory, n, now, ts) for n in pending]
         _unique_ids(memory, payloads, seen)
-        dense = memory.embed_notes(payloads)
+        dense = _dense(memory, pending, payloads)
         points = [
-            Point(point_id(p["zk_id"]), p, dense[i].tolist(), memory.bm25.document(keyword_fn(p)))
+            Point(point_id(p["zk_id"]), p, dense[i], memory.bm25.document(keyword_fn(p)))
             for i, p in enumerate(payloads)
         ]
         with memory._write_lock:
