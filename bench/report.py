@@ -186,7 +186,8 @@ def speed_section(data: dict[str, Any]) -> str:
                 f"- {r['notes']:,} notes, p50 / p99 idle vs during an index maintenance run: "
                 f"search_memory (all projects) {_ms99(r.get('search_all_ms'))} vs "
                 f"{_ms99(during.get('search_all_ms'))} ms "
-                f"({(during.get('search_all_ms') or {}).get('n', 0)} searches during the run); "
+                f"({(during.get('search_all_ms') or {}).get('n', 0)} searches during the run, "
+                "one search + add pair every ~0.3 s); "
                 f"add_memory {_ms99(r.get('add_memory_ms'))} vs "
                 f"{_ms99(during.get('add_memory_ms'))} ms."
             )

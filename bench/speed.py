@@ -52,6 +52,8 @@ from brain.memory import RecallFilter
 # notes take ~1 h 45 min to embed here); below, it embeds them as the product does.
 CACHED_FROM = 200_000
 MILLION = 1_000_000
+# The pause after each search + add pair timed during an index maintenance run.
+DURING_PACE_S = 0.25
 
 PROJECTS = 20
 
@@ -225,6 +227,9 @@ async def _until_indexed(
             add = {"content": f"Written during index maintenance, note {i}.",
                    "project": "proj-1"}
             d_add += await _time_tool(client, "add_memory", [add])
+            # An agent's pace, not a saturating loop: back-to-back calls would take a core
+            # from the optimizer child for the whole run (at 1M notes, about an hour).
+            await asyncio.sleep(DURING_PACE_S)
         elif im.runs == runs0 and len(before) < len(glob):
             before += await _time_tool(client, "search_memory", [glob[i % len(glob)]])
             await asyncio.sleep(0.2)
