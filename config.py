@@ -382,8 +382,8 @@ class IndexSettings(_Section):
     max_deleted_share: float = Field(0.2, gt=0, le=1, description="Optimize when deleted points "
                                      "exceed this share of all")
     quantization: Literal["none", "int8"] = Field("none", description="Dense vector "
-        "quantization of a new store (int8: scalar, searched with rescoring); an existing "
-        "store keeps its own until health_quantization switches it")  # fmt: skip
+        "quantization of a new store (int8: scalar in RAM, originals on disk for rescoring); "
+        "an existing store keeps its own until health_quantization switches it")  # fmt: skip
 
 
 class StorageSettings(_Section):

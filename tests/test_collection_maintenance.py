@@ -9,6 +9,8 @@ model does not matter here)."""
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,16 @@ def _top(brain: Brain, zk: str) -> list[tuple[str, float]]:
     return [(h.id, round(h.score, 4)) for h in brain.store.query_dense(vec, None, 5)]
 
 
+def _dense_storage(edge) -> set[str]:  # noqa: ANN001
+    """How the indexed segments keep the original dense vectors (their segment.json)."""
+    kinds = set()
+    for seg in (edge.path / "segments").glob("*"):
+        cfg = json.loads((seg / "segment.json").read_text(encoding="utf-8"))["config"]
+        if cfg["vector_data"]["dense"]["index"]["type"] == "hnsw":
+            kinds.add(cfg["vector_data"]["dense"]["storage_type"])
+    return kinds
+
+
 def test_quantization_switch_on_edge(indexed_brain: Brain) -> None:
     b = indexed_brain
     edge = _edge(b)
@@ -127,6 +139,8 @@ def test_quantization_switch_on_edge(indexed_brain: Brain) -> None:
     assert b.store.quantization() == "int8" and b.meta.quantization == "int8"
     indexed, quantized = edge.quantized_segments()
     assert indexed >= 1 and quantized == indexed
+    # The int8 copy is what RAM holds: the indexed segments keep the originals on disk.
+    assert _dense_storage(edge) == {"Mmap"}
     # Rescored searches: each note's own vector still finds it first at score 1.
     for z in zks:
         top = _top(b, z)
@@ -163,6 +177,7 @@ def test_a_start_never_switches_quantization_and_back_to_none(
         assert back["from"] == "int8" and back["to"] == "none"
         assert again.store.quantization() == "none" and again.meta.quantization == "none"
         assert _edge(again).quantized_segments()[1] == 0
+        assert _dense_storage(_edge(again)) == {"InRamMmap"}  # the originals back in RAM
         assert again.health.collection()["ok"]
         # Nothing to do: a second run changes nothing.
         assert again.health.apply_quantization(dry_run=False)["changed"] is False

@@ -144,14 +144,15 @@ class EdgeStore:
 
     def _config(self, dimension: int, mode: str) -> Any:
         """The shard config: dense (quantized per ``mode``) + BM25 sparse, and the indexing
-        threshold when set. Loading with it rewrites the persisted config, so an existing
-        store is always loaded with its own mode."""
+        threshold when set. Loading with it rewrites the persisted config, so an existing store
+        is always loaded with its own mode."""
         optimizers = None
         if self.index_min_vectors:
             kb = max(1, -(-self.index_min_vectors * dimension * 4 // 1024))
             optimizers = qe.EdgeOptimizersConfig(indexing_threshold=kb)
         dense = qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine,
-                                    quantization_config=cv.quantization_config(mode))
+                                    quantization_config=cv.quantization_config(mode),
+                                    on_disk=cv.originals_on_disk(mode))
         return qe.EdgeConfig(
             vectors={DENSE: dense},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},

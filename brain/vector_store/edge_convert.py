@@ -104,6 +104,14 @@ def quantization_config(mode: str) -> Any:
     return None
 
 
+def originals_on_disk(mode: str) -> bool:
+    """Whether the original dense vectors stay on disk (memory-mapped, read to rescore the
+    few candidates a search keeps) rather than in RAM. int8 does: its in-RAM copy is what
+    searches walk, so RAM holds a quarter of the vectors. Measured on 100,000 MiniLM vectors
+    (BENCHMARKS.md "Quantization"): a loaded, searched shard 378 MB f32 in RAM vs 200 MB."""
+    return mode == "int8"
+
+
 def mode_of(cfg: Any) -> str:
     """A persisted quantization config (edge_config.json) as a mode name."""
     if not cfg:
