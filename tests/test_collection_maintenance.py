@@ -10,7 +10,6 @@ model does not matter here)."""
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
