@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default=None, help="embedding backend (default: product's)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from bench.speed import synthetic_notes
+    from bench.synthetic import synthetic_notes
     from brain.embedder import REGISTRY, build_embedder
     from config import EmbeddingSettings
 
