@@ -162,8 +162,9 @@ def speed_section(data: dict[str, Any]) -> str:
         if vec.get("source") == "cache":
             out.append(
                 f"- {r['notes']:,} notes: the import took the notes' vectors from the vector "
-                f"cache (bench/vector_cache.py, embedded once by the same model at "
-                f"{vec.get('embed_notes_per_s')} notes/s); bulk notes/s is the import "
+                f"cache (bench/vector_cache.py, embedded once by the same model; embedding "
+                f"runs at {vec.get('embed_notes_per_s')} notes/s, measured in this run on "
+                f"{vec.get('sample'):,} of the notes); bulk notes/s is the import "
                 "without embedding.")
     for r in data.get("scales", []):
         rst = r.get("restarted") or {}

@@ -67,7 +67,8 @@ async def test_a_scale_past_the_threshold_imports_cached_vectors(ctx: BenchConte
     cache.build(ctx.embedder, 300, synthetic_notes, log=lambda _m: None)
     row = await speed.measure_scale(ctx, 300, queries=5)
     assert row["vectors"]["source"] == "cache"
-    assert row["vectors"]["embed_notes_per_s"] == cache.notes_per_s()
+    assert row["vectors"]["embed_notes_per_s"] > 0
+    assert row["vectors"]["cache_build_notes_per_s"] == cache.notes_per_s()
     assert row["mean_hits"] == {"all": 10, "project": 10} and row["disk_mb"] > 0
     assert "from the vector cache" in report.speed_section({"scales": [row]})
 
