@@ -519,7 +519,7 @@ class Brain:
             self.graph.save()
 
     def _graph_saver(self) -> None:
-        while not self._stop.wait(2.0):
+        while not self._stop.wait(self.graph.save_interval()):
             try:
                 self.save_graph()
             except DiskFull:

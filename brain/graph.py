@@ -12,6 +12,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ import networkx as nx
 log = logging.getLogger(__name__)
 
 CACHE_VERSION = 1
+# The share of the process's time the saver may spend rewriting the cache: the whole file is
+# written under the GIL (about 0.5-1 s at 100,000 notes), so the pause between saves grows
+# with the last save's duration. The file is a cache: a crash leaves an older one, which the
+# next open sees is stale and rebuilds from the store.
+SAVE_SHARE = 0.1
 
 
 class LinkGraph:
@@ -28,6 +34,7 @@ class LinkGraph:
         self.path = path
         self.g: nx.DiGraph = nx.DiGraph()
         self.seq = 0
+        self.last_save_s = 0.0
         self._lock = threading.RLock()
 
     # -- building ---------------------------------------------------------------------------
@@ -65,7 +72,18 @@ class LinkGraph:
             self.seq = expected_seq
         return True
 
+    def save_interval(self, base_s: float = 2.0) -> float:
+        """The saver's pause before its next save: ``base_s``, or longer when saves are slow."""
+        return max(base_s, self.last_save_s / SAVE_SHARE)
+
     def save(self) -> None:
+        t0 = time.monotonic()
+        try:
+            self._save()
+        finally:
+            self.last_save_s = time.monotonic() - t0
+
+    def _save(self) -> None:
         with self._lock:
             data = {
                 "version": CACHE_VERSION,
