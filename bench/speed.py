@@ -4,8 +4,9 @@ At each scale (7k quick; 10k, 100k notes, and 1M once the vector cache holds the
 brain, with its background workers running, is filled with synthetic notes by
 :func:`brain.bulk.bulk_add` (the product's bulk path; adding 100k notes one call at a time
 would measure the loop, not the store). From 200k notes on, the import takes the notes'
-vectors from bench/vector_cache.py (embedded once by the same model; the rate it took is
-reported beside the import's) instead of embedding them in every run. Nothing
+vectors from bench/vector_cache.py (embedded once by the same model; the embedding rate is
+measured in the run on a sample and reported beside the import's) instead of embedding them
+in every run. Nothing
 then touches the store but the product: the bench waits for the index worker to bring the
 store to rest and reports that wait ("time until fully indexed after a bulk import of N").
 While it waits it times search_memory and add_memory through the tools: before the first

@@ -5,8 +5,9 @@ The cache holds, for the first N notes of ``bench.speed.synthetic_notes`` (a pre
 sequence), the dense vector the product would store for each: ``embed_passages`` of the note's
 text with the bench's embedder (a bulk note without caller context is embedded as its
 content). It is a raw float32 row file beside a JSON record of how far it got and how long
-the embedding took, so the build resumes where a killed one stopped, and the speed bench
-reports the embedding rate beside the import rate of the cached run. A cache made by another
+the embedding took, so the build resumes where a killed one stopped (the speed bench
+measures the embedding rate itself, on a sample: this record's wall time includes whatever
+shared the box during the build). A cache made by another
 model or backend is never used.
 
     .venv/bin/python -m bench.vector_cache 1000000          # build or extend, with progress
