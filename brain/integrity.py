@@ -327,9 +327,15 @@ class GuardedStore:
         return getattr(self.inner, name)
 
     @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold every write while the block runs; a write already begun has finished."""
+        with self._lock:
+            yield
+
+    @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """Hold every write while the block runs, with the store flushed to its files."""
-        with self._lock:
+        with self.held():
             self.inner.flush()
             yield
 

@@ -478,6 +478,73 @@ async def test_tool_calls_through_a_switch(gb: Brain, new: Permuted) -> None:
     _all_stamped(gb, new.record.id)
 
 
+class _HeldWrites:
+    """The live generation with its next upsert held until ``release``: the moment between a
+    write's log entry and its store write, where a rebuild's drain may read the log."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def upsert(self, points: Any) -> None:
+        self.entered.set()
+        assert self.release.wait(30)
+        self.inner.upsert(points)
+
+
+def test_a_write_in_flight_while_the_drain_reads_reaches_the_new_generation(
+    gb: Brain, new: Permuted
+) -> None:
+    """A write logs its id, then stores it. A drain that read the log in between took the id
+    over as gone and consumed it: the acknowledged write never reached the new generation
+    (seen once in test_tool_calls_through_a_switch). The drain now reads the log with the
+    store's writes held, so it waits for the write in flight and takes it over."""
+    import uuid
+
+    from brain.generations.rebuild import Pace, Rebuilder, Reembedder
+    from brain.vector_store import Point
+
+    ms, d = gb.model_switch, gb.model_switch.d
+    assert ms.tracked is not None
+    gen = ms.state.active + 1
+    ms.target = target = d.open_generation(gen, new.dimension)  # closed with the brain
+    dirty = state.DirtyLog.for_generation(d.home, gen)
+    ms.tracked.dirty = dirty
+    ms.state.rebuild = state.Rebuild(generation=gen, target=_target(new), status="running",
+                                     scrolled=True)
+    held = _HeldWrites(ms.tracked.inner)
+    ms.tracked.inner = held
+    text = "a chunk written while the drain reads widget77"
+    point = Point(str(uuid.uuid4()), {"kind": "chunk", "content": text},
+                  [float(x) for x in _dense_of(gb, text)])
+    writer = threading.Thread(target=d.guarded.upsert, args=([point],))
+    writer.start()
+    assert held.entered.wait(30)  # logged, not yet stored
+    r = Rebuilder(d.home, ms.state, d.guarded, target, Reembedder(new, new.record.id), dirty,
+                  Pace(8, 0.0), d.now, lambda _: None, hold=d.guarded.held)
+    drain = threading.Thread(target=r.drain)
+    drain.start()
+    drain.join(0.5)
+    waited = drain.is_alive()
+    held.release.set()
+    writer.join(30)
+    drain.join(30)
+    ms.tracked.inner = held.inner
+    r.drain()  # whatever is left in the log
+    assert waited, "the drain read the log while a logged write was still in flight"
+    got = target.retrieve([point.id], with_vectors=True)
+    assert [p.id for p in got] == [point.id], "the write in flight missed the new generation"
+    assert float(np.dot(_dense_of_model(new, text), np.asarray(got[0].dense))) > 0.999
+
+
+def _dense_of_model(model: HashEmbedder, text: str) -> np.ndarray:
+    return np.asarray(model.embed_documents([text])[0])
+
+
 def test_a_new_generation_keeps_the_stores_quantization(
     settings: Settings, new: Permuted, _empty_shard: Path
 ) -> None:

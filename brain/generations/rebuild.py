@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,7 @@ class Rebuilder:
         self, home: Path, state: GenerationState, live: VectorStore, target: VectorStore,
         reembed: Reembedder, dirty: DirtyLog, pace: Pace, now: Callable[[], str],
         swap: Callable[[Rebuilder], None],
+        hold: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         assert state.rebuild is not None
         self.home = home
@@ -155,6 +157,11 @@ class Rebuilder:
         self._activity = pace.activity() if pace.activity is not None else None
         self.now = now
         self.swap = swap
+        # Holds the live store's writes. A write logs its ids first and then stores them (a
+        # crash between the two leaves an id to take over, never a write missed), so the log
+        # is read with no write between the two: else an id read before its write landed
+        # would be taken over as gone and consumed, and the write would miss the target.
+        self.hold = hold
         self.stop = threading.Event()
         self.lock = threading.Lock()  # the state, between this thread and status readers
         self.thread: threading.Thread | None = None
@@ -224,7 +231,8 @@ class Rebuilder:
     def drain(self, small: int = 0) -> bool:
         """Take over the dirty ids, a batch at a time; True when at most ``small`` are left."""
         while not self.stop.is_set():
-            ids, upto = self.dirty.read()
+            with self.hold():
+                ids, upto = self.dirty.read()
             if len(ids) <= small:
                 return True
             t0 = time.monotonic()

@@ -220,7 +220,7 @@ class ModelSwitch:
             st.DirtyLog.for_generation(self.d.home, rb.generation),
             Pace(self.cfg.batch, self.cfg.pause_s, lambda: self.d.gate.entered,
                  self.cfg.busy_share, self.cfg.idle_batch), self.d.now,
-            self._swap)
+            self._swap, hold=self.d.guarded.held)
         self.rebuilder.start()
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:

@@ -131,10 +131,18 @@ def active_dimension(home: Path) -> int:
 class DirtyLog:
     """Ids written to the live generation that a target generation has still to take over."""
 
+    # One lock per log file, whatever the instance: the live store's wrapper appends through
+    # one instance and the rebuild consumes through another. With a lock each, an append
+    # landing between consume's read and its replace went to the replaced file and was lost.
+    _locks: dict[Path, threading.Lock] = {}
+    _locks_guard = threading.Lock()
+
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key = path.resolve()
+        with DirtyLog._locks_guard:
+            self._lock = DirtyLog._locks.setdefault(key, threading.Lock())
 
     @classmethod
     def for_generation(cls, home: Path, generation: int) -> DirtyLog:
