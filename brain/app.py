@@ -457,7 +457,7 @@ class Brain:
             source_ids={r.id for r in registry.list()},
             source_files=lambda sid: set(registry.file_states(sid)),
             file_ids={str(r["id"]) for r in self.files.records.list()},
-            graph_nodes=set(self.graph.g.nodes),
+            graph_nodes=self.graph.node_ids(),
             model=self.meta.model,
         )
 

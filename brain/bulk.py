@@ -144,7 +144,7 @@ def bulk_add(
         with memory._write_lock:
             memory.store.upsert(points)
             for p in payloads:
-                memory.graph.upsert_node(p["zk_id"], p["title"], p["project"])
+                memory.graph.upsert_node(p["zk_id"])
         result.zk_ids.extend(p["zk_id"] for p in payloads)
         pending.clear()
 

@@ -248,7 +248,7 @@ def open_store(home: Path, store: Any, dimension: int) -> None:
 def check_graph(home: Path, graph: Any, store: Any) -> None:
     """The graph cache, as loaded, names no more notes than the store holds. (A stale cache
     was rebuilt from the store instead: then the count check alone speaks.)"""
-    nodes = sum(1 for _, attrs in graph.g.nodes(data=True) if attrs.get("title"))
+    nodes = len(graph.notes)
     notes = _read(home, store.count, Filter(must_not=(MatchAny("kind", NOT_NODES),)))
     if nodes > notes:
         raise _damaged(home, f"the graph cache {graph.path} knows {nodes} notes, the store "

@@ -35,3 +35,37 @@ def test_the_saver_pauses_longer_after_a_slow_save(tmp_path: Path) -> None:
     g.last_save_s = 1.5  # a save at 1,000,000 notes takes seconds
     assert g.save_interval() == pytest.approx(15.0)
     assert g.save_interval(base_s=30.0) == 30.0
+
+
+def test_a_note_without_links_costs_no_graph_node(tmp_path: Path) -> None:
+    """Every note is known (stats, the health scan's cross-check, the damage check), but only
+    linked notes and link targets are DiGraph nodes: the DiGraph is most of a node's cost."""
+    g = LinkGraph(tmp_path / "graph.json")
+    g.rebuild([{"zk_id": "a", "links": ["b"]}, {"zk_id": "b"}, {"zk_id": "c"},
+               {"zk_id": "d", "links": ["gone"]}], seq=1)
+    assert set(g.g.nodes) == {"a", "b"} and g.notes == {"a", "b", "c", "d"}
+    assert g.stats() == {"nodes": 4, "edges": 1} and "c" in g and "gone" not in g
+    g.upsert_node("e")
+    g.set_links("f", [], {})  # a note written with no links
+    assert set(g.g.nodes) == {"a", "b"} and {"e", "f"} <= g.notes
+    g.set_links("e", ["x"], {"x": "supports"})  # a link to an id the store does not hold
+    assert g.node_ids() == {"a", "b", "c", "d", "e", "f", "x"}
+    assert not g.isolated_target("x") and not g.isolated_target("a")
+    g.set_links("e", [], {})
+    assert g.isolated_target("x")
+    g.remove_node("x")
+    g.remove_node("c")
+    assert g.stats() == {"nodes": 5, "edges": 1} and "c" not in g
+
+
+def test_a_cache_of_the_old_format_is_rebuilt(tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps({"version": 1, "seq": 3, "edges": [],
+                                "nodes": [{"id": "a", "title": "t", "project": "p"}]}))
+    assert not LinkGraph(path).load(3)
+    g = _graph(path, 3)
+    g.save()
+    again = LinkGraph(path)
+    assert again.load(7) and again.notes == {"n0", "n1", "n2"} and again.edges() == g.edges()

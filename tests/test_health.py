@@ -85,7 +85,7 @@ def damaged(brain: Brain, tmp_path: Path) -> dict[str, Any]:
         "chunk_index": 0, "user_id": "default", "agent_id": "default", "visibility": "shared",
         "embed_model": brain.meta.model}, dense=[float(x) for x in vec],
         sparse=brain.bm25.document("orphan passage"))])
-    brain.graph.upsert_node("ZK-0000AAAA", "ghost", "p")  # a graph node with no note
+    brain.graph.upsert_node("ZK-0000AAAA")  # a graph node with no note
     return {"zk": z, "sid": sid, "file_a": file_point_id(sid, "a.md"), "chunks_b": chunks_b,
             "doc": doc}
 
@@ -151,7 +151,7 @@ def test_repair_fixes_links_graph_and_vectors(brain: Brain, damaged: dict[str, A
     for k in ("dangling_links", "notes_missing_from_graph", "missing_bm25", "missing_dense",
               "other_model", "graph_nodes_missing_from_store"):
         assert f[k]["count"] == 0, (k, f[k])
-    assert z["graph"] in brain.graph.g
+    assert z["graph"] in brain.graph
     assert f["missing_fields"]["count"] == 1 and "missing_fields" in done["not_repaired"]
 
 

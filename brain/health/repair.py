@@ -95,7 +95,7 @@ def repair(
         store.set_payload([got[0].id], {"links": keep, "link_types": types})
         graph.set_links(zk, keep, types)
         for z in bad:
-            if graph.g.has_node(z) and not graph.g.in_degree(z) and not graph.g.out_degree(z):
+            if graph.isolated_target(z):
                 graph.remove_node(z)
         done += 1
     for zk in ghosts[: max(0, budget - done)]:
@@ -105,7 +105,7 @@ def repair(
         got = store.retrieve([pid])
         if got:
             pl = got[0].payload
-            graph.upsert_node(pl["zk_id"], pl.get("title", ""), pl.get("project", ""))
+            graph.upsert_node(pl["zk_id"])
             graph.set_links(pl["zk_id"], list(pl.get("links", [])), dict(pl.get("link_types") or {}))
             done += 1
     for batch in _batches(bm25_ids, max(0, budget - done)):

@@ -153,7 +153,7 @@ def add(
         m.store.upsert([Point(point_id(zk_id), payload, dense, sparse)])
         if payload["links"]:
             linked = _backlink(m, zk_id, payload)
-        m.graph.upsert_node(zk_id, payload["title"], project)
+        m.graph.upsert_node(zk_id)
         _sync_graph(m, zk_id, payload)
     if thread is not None:
         m.threads.advance(thread, zk_id, payload["content"])
@@ -257,7 +257,7 @@ def update(m: NoteCore, zk_id: str, new_content: str) -> WriteResult:
         # Questions of the old content would find the new one: gone now, rewritten by the
         # "updated" job when a model is configured.
         hype.drop(m.store, [payload["zk_id"]])
-        m.graph.upsert_node(payload["zk_id"], payload["title"], payload["project"])
+        m.graph.upsert_node(payload["zk_id"])
     m._emit("updated", payload)
     return WriteResult(m.public(payload), redacted)
 
@@ -280,7 +280,7 @@ def apply_fields(m: NoteCore, zk_id: str, fields: dict[str, Any], reembed: bool)
             m.store.set_payload([point_id(old["zk_id"])], {**fields, "updated": now,
                                                             "updated_ts": ts})
         if "title" in fields:
-            m.graph.upsert_node(old["zk_id"], payload["title"], payload["project"])
+            m.graph.upsert_node(old["zk_id"])
     return payload
 
 
