@@ -89,6 +89,30 @@ def test_decides_from_the_state_and_not_below_the_thresholds() -> None:
     assert disabled.tick()["ran"] is False
 
 
+def test_a_run_that_replayed_writes_is_followed_by_another() -> None:
+    """Writes landing during a run (a bulk import under way) are replayed into an unindexed
+    segment after the copy was optimized: the next tick runs again for them, though the store
+    takes no more writes. A run with nothing replayed is not repeated for the state it left."""
+    clock = ManualClock()
+    config = IndexConfig(min_unindexed=5000)
+    left = IndexState(points=30000, indexed=24000, unindexed=6000, segments=2, deleted_share=0.0)
+
+    class _Importing(_FakeStore):
+        replayed = [6000.0, 0.0]
+
+        def optimize(self, hold: Any = None) -> bool:
+            self.optimized += 1
+            self.last_optimize = {"replayed": self.replayed.pop(0)}
+            self.state = left
+            return True
+
+    store = _Importing(IndexState(points=30000, indexed=0, unindexed=30000, segments=1))
+    m = IndexMaintenance(store, config, clock)  # type: ignore[arg-type]
+    assert m.tick()["ran"] is True  # 6,000 written meanwhile: left unindexed
+    assert m.tick()["ran"] is True and store.optimized == 2  # nothing written since: again
+    assert m.tick()["ran"] is False and store.optimized == 2  # nothing replayed: done
+
+
 def test_worker_runs_on_its_own_search_answers_meanwhile_stats_show_it(brain: Brain) -> None:
     clock = brain.clock
     assert isinstance(clock, ManualClock)
