@@ -140,12 +140,14 @@ class IndexMaintenance:
             self._lock.release()
         release_freed_memory()
         after = self.store.index_state()
-        # Not again for the state this run left, unless writes landed during it: those were
-        # replayed into an unindexed segment after the optimized copy was made (a bulk import
-        # under way), and the next run indexes them. Without this a store that took no more
-        # writes kept them unindexed, every search reading them one by one.
+        # Not again for the state this run left, unless at least min_unindexed writes landed
+        # during it: those were replayed into an unindexed segment after the optimized copy was
+        # made (a bulk import under way), and the next run indexes them. Without this a store
+        # that took no more writes kept them unindexed, every search reading them one by one.
+        # Fewer replayed writes do not earn a run of their own: on a store that always takes a
+        # few writes during a run, that rule alone would run back to back without end.
         steps = getattr(self.store, "last_optimize", None) or {}
-        replayed = changed and bool(steps.get("replayed"))
+        replayed = changed and float(steps.get("replayed") or 0) >= self.config.min_unindexed
         self._after = None if replayed else _shape(after)
         self._noop_unindexed = (after.unindexed or 0) if not changed else 0
         log.info("index maintenance: done in %.1f s (%s)", self.last_duration_s, after)

@@ -87,8 +87,9 @@ def _notes(b: Brain, n: int, tag: str = "n") -> list[str]:
             for i in range(n)]
 
 
-def _dense_of(b: Brain, text: str) -> np.ndarray:
-    return np.asarray(b.embedder.embed_documents([text])[0])
+def _dense_of(embedder: Any, text: str) -> np.ndarray:
+    """``text``'s document vector under ``embedder`` (a brain's, or a model not yet active)."""
+    return np.asarray(embedder.embed_documents([text])[0])
 
 
 def _all_stamped(b: Brain, model: str) -> None:
@@ -108,7 +109,7 @@ def _all_stamped(b: Brain, model: str) -> None:
         assert p.payload.get("embed_model", model) == model, p.payload
         text = dense_text(p.payload)
         assert text is not None
-        want = _dense_of(b, text)
+        want = _dense_of(b.embedder, text)
         assert float(np.dot(want, np.asarray(p.dense))) > 0.999, p.payload.get("kind")
 
 
@@ -520,7 +521,7 @@ def test_a_write_in_flight_while_the_drain_reads_reaches_the_new_generation(
     ms.tracked.inner = held
     text = "a chunk written while the drain reads widget77"
     point = Point(str(uuid.uuid4()), {"kind": "chunk", "content": text},
-                  [float(x) for x in _dense_of(gb, text)])
+                  [float(x) for x in _dense_of(gb.embedder, text)])
     writer = threading.Thread(target=d.guarded.upsert, args=([point],))
     writer.start()
     assert held.entered.wait(30)  # logged, not yet stored
@@ -538,11 +539,7 @@ def test_a_write_in_flight_while_the_drain_reads_reaches_the_new_generation(
     assert waited, "the drain read the log while a logged write was still in flight"
     got = target.retrieve([point.id], with_vectors=True)
     assert [p.id for p in got] == [point.id], "the write in flight missed the new generation"
-    assert float(np.dot(_dense_of_model(new, text), np.asarray(got[0].dense))) > 0.999
-
-
-def _dense_of_model(model: HashEmbedder, text: str) -> np.ndarray:
-    return np.asarray(model.embed_documents([text])[0])
+    assert float(np.dot(_dense_of(new, text), np.asarray(got[0].dense))) > 0.999
 
 
 def test_a_new_generation_keeps_the_stores_quantization(

@@ -113,6 +113,28 @@ def test_a_run_that_replayed_writes_is_followed_by_another() -> None:
     assert m.tick()["ran"] is False and store.optimized == 2  # nothing replayed: done
 
 
+def test_a_few_writes_replayed_do_not_earn_another_run() -> None:
+    """A busy store takes a few writes during every run. When the state a run left still asks
+    for a run the store cannot satisfy (more segments than allowed), those few writes must not
+    make the worker run back to back: fewer than min_unindexed replayed is no reason again."""
+    clock = ManualClock()
+    config = IndexConfig(min_unindexed=5000, max_segments=16)
+    left = IndexState(points=30000, indexed=29990, unindexed=10, segments=17, deleted_share=0.0)
+
+    class _Busy(_FakeStore):
+        def optimize(self, hold: Any = None) -> bool:
+            self.optimized += 1
+            self.last_optimize = {"replayed": 10.0}
+            self.state = left
+            return True
+
+    store = _Busy(IndexState(points=30000, indexed=0, unindexed=30000, segments=1))
+    m = IndexMaintenance(store, config, clock)  # type: ignore[arg-type]
+    assert m.tick()["ran"] is True
+    assert m.reason(left) is None  # the state it left, 10 writes replayed: not again
+    assert m.tick()["ran"] is False and store.optimized == 1
+
+
 def test_worker_runs_on_its_own_search_answers_meanwhile_stats_show_it(brain: Brain) -> None:
     clock = brain.clock
     assert isinstance(clock, ManualClock)
