@@ -180,6 +180,18 @@ def speed_section(data: dict[str, Any]) -> str:
                 f"{_ms(rst.get('deep_search_ms'))}, add_memory {_ms(rst.get('add_memory_ms'))}; "
                 f"RSS at rest {rst.get('rss_at_rest_mb')} MB."
             )
+            for scope in ("all_projects", "one_project"):
+                st = rst.get(f"stages_{scope}") or {}
+                if st:
+                    parts = ", ".join(f"{k.strip()} {v}"
+                                      for k, v in st["profiled_stage_ms_per_call"].items())
+                    out.append(
+                        f"  - where a search ({scope.replace('_', ' ')}) goes: the tool call "
+                        f"{_ms(st['tool_call_ms'])} ms, its body on the calling thread "
+                        f"{_ms(st['body_ms'])} ms (p50 / p95); profiled, "
+                        f"{st['profiled_body_ms_per_call']} ms per body: {parts} ms "
+                        "(bench/search_stages.py)."
+                    )
     for r in data.get("scales", []):
         during = r.get("during_maintenance") or {}
         if during:

@@ -177,8 +177,16 @@ async def test_speed_scale_small(ctx: BenchContext) -> None:
     assert "error" not in rst, rst
     assert rst["search_all_ms"]["n"] == 5 and rst["search_all_ms"]["p50"] > 0
     assert rst["add_memory_ms"]["n"] == 5 and rst["rss_at_rest_mb"] > 0
-    assert "a restarted server on the store this scale left" in report.speed_section(
-        {"scales": [row]})
+    # ... and broke a search down by stage: the profile names where the body's time went.
+    st = rst["stages_all_projects"]
+    assert st["queries"] == 5 and st["tool_call_ms"]["n"] == st["body_ms"]["n"] == 5
+    stage = st["profiled_stage_ms_per_call"]
+    assert stage["query embedding"] > 0 and stage["  store: dense leg (HNSW)"] > 0
+    assert stage["retrieval (the two legs below, fusion, payloads)"] >= (
+        stage["  store: dense leg (HNSW)"])
+    section = report.speed_section({"scales": [row]})
+    assert "a restarted server on the store this scale left" in section
+    assert "where a search (one project) goes" in section
 
 
 def test_bulk_payload_matches_add(brain) -> None:  # noqa: ANN001

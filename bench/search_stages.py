@@ -1,0 +1,127 @@
+"""Where a search_memory call's time goes, on the store a running server holds::
+
+    python -m bench.search_stages STORE_HOME [--queries 100]
+
+The tool's own body (recall filter, query embedding, the memory search, the answer band, the
+page) is run as the tool runs it, on this thread, so it can be timed and profiled; the tool
+call through the in-process MCP client is timed beside it, so the difference is the MCP layer
+and the hop to a worker thread. Nothing is patched: the stages are read from a cProfile of
+the same body (its overhead inflates Python-heavy stages; the shares, not the sums, are what
+it is for). bench.restart reports this for every store a speed run leaves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# (stage, file suffix, function): the functions a search_memory call spends its time in.
+STAGES = (
+    ("query embedding", ".py", "embed_query"),
+    ("keyword (BM25) query vector", "bm25.py", "query"),
+    ("retrieval (the two legs below, fusion, payloads)", "retrieval.py", "hybrid"),
+    ("  store: dense leg (HNSW)", "edge.py", "query_dense"),
+    ("  store: keyword leg (sparse)", "edge.py", "query_sparse"),
+    ("  store: payloads of the hits", "edge.py", "retrieve"),
+    ("access stamps", "core.py", "stamp_access"),
+    ("page (answer band, snippets)", "presentation.py", "present"),
+)
+
+
+def _body(brain: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """search_memory's body (mcp_server.py), without include_files."""
+    from brain.presentation import present, with_answer
+    from mcp_surface.recall import recall_from
+
+    full = {"project": None, "include_contextual": False, "include_fleeting": False,
+            "note_kind": None, "tags": None, "max_age_days": None, "min_salience": None,
+            "confidence_min": None, "fingerprint_match": True, "custom_filters": None,
+            "include_siblings": False, "all_projects": False, **args}
+    rf = recall_from(full)
+    qvec = brain.embedder.embed_query(full["query"]).tolist()
+    hits = brain.memory.search(full["query"], full["top_k"], rf, query_vector=qvec)
+    out = with_answer({"results": hits, "count": len(hits)},
+                      brain.settings.memory.relevance_band)
+    return present(out, "compact", brain.settings.memory.snippet_chars, query=full["query"])
+
+
+def _cum_ms(stats: pstats.Stats, suffix: str, name: str, calls: int) -> float:
+    """The outermost matching function's cumulative time (a wrapper and what it wraps, e.g.
+    the switchable embedder and the model, are not added up)."""
+    most = 0.0
+    for (path, _line, fn), row in stats.stats.items():  # type: ignore[attr-defined]
+        if fn == name and path.endswith(suffix):
+            most = max(most, row[3])  # cumulative seconds
+    return round(most * 1000 / calls, 2)
+
+
+async def stages(brain: Any, argsets: list[dict[str, Any]]) -> dict[str, Any]:
+    """p50 of the tool call and of its body, and the body's profile by stage (ms per call)."""
+    from bench import call, mcp_client, percentiles
+
+    body_ms, tool_ms = [], []
+    for args in argsets:  # unprofiled, alternating so both see the same conditions
+        t = time.perf_counter()
+        _body(brain, args)
+        body_ms.append((time.perf_counter() - t) * 1000)
+    async with mcp_client(brain) as client:
+        for args in argsets:
+            t = time.perf_counter()
+            await call(client, "search_memory", args)
+            tool_ms.append((time.perf_counter() - t) * 1000)
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    for args in argsets:
+        _body(brain, args)
+    prof.disable()
+    profiled_ms = (time.perf_counter() - t) * 1000 / len(argsets)
+    st = pstats.Stats(prof)
+    by_stage = {label: _cum_ms(st, suffix, fn, len(argsets)) for label, suffix, fn in STAGES}
+    return {
+        "queries": len(argsets),
+        "tool_call_ms": percentiles(tool_ms),
+        "body_ms": percentiles(body_ms),
+        "profiled_body_ms_per_call": round(profiled_ms, 2),
+        "profiled_stage_ms_per_call": by_stage,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.search_stages", description=__doc__)
+    p.add_argument("store", help="a data dir a speed run left (e.g. .../speed-100000)")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--all-projects", action="store_true", help="search every project")
+    args = p.parse_args(argv)
+    from bench.speed import PROJECTS, synthetic_queries
+    from brain.app import Brain
+    from config import load_settings
+
+    home = Path(args.store)
+    if not (home / "store").is_dir():
+        p.error(f"{home} holds no store (expected {home / 'store'})")
+    qs = synthetic_queries(args.queries)
+    argsets = [{"query": q, "top_k": 10, "all_projects": True} if args.all_projects
+               else {"query": q, "top_k": 10, "project": f"proj-{i % PROJECTS}"}
+               for i, q in enumerate(qs)]
+    brain = Brain(load_settings(home=home)).open()
+    try:
+        _body(brain, argsets[0])  # warm the model and the store's pages
+        print(json.dumps(asyncio.run(stages(brain, argsets)), indent=2))
+    finally:
+        brain.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
