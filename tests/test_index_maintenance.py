@@ -135,6 +135,56 @@ def test_a_few_writes_replayed_do_not_earn_another_run() -> None:
     assert m.tick()["ran"] is False and store.optimized == 1
 
 
+def test_the_catch_up_goes_in_rounds_until_few_writes_are_left_for_the_swap(
+    tmp_path: Path,
+) -> None:
+    """Writes keep coming while the catch-up replays into the optimized copy (a bulk import):
+    what came in during one round is replayed in the next, so the swap, which holds every
+    search off, replays only the few written during the last round."""
+    import shutil
+
+    import qdrant_edge as qe
+
+    from brain.vector_store import edge_convert as cv
+    from brain.vector_store.edge_swap import CATCH_UP_LEFT, catch_up
+
+    live = EdgeStore(tmp_path / "live")
+    live.open(384)
+    live.upsert(_points(10, 0))
+    live.close()
+    work = tmp_path / "work"
+    shutil.copytree(tmp_path / "live", work)
+
+    def entry(pts: list[Point]) -> tuple[str, Any]:
+        return ("upsert", [(p.id, qe.Point(p.id, cv.vectors(p), cv.shadow(p.payload)))
+                           for p in pts])
+
+    recorded = [entry(_points(500, s)) for s in range(1, 7)]  # 3,000 before the catch-up
+    arriving = [[entry(_points(400, 20 + s)) for s in range(6)],  # 2,400 during round 1
+                [entry(_points(30, 40))],  # 30 during round 2
+                [entry(_points(30, 41))]]  # 30 during round 3
+    assert 6 * 400 > CATCH_UP_LEFT >= 30
+    asked: list[int] = []
+
+    def pending(n: int) -> list[tuple[str, Any]]:
+        asked.append(n)
+        new = recorded[n:]
+        if arriving:
+            recorded.extend(arriving.pop(0))  # written while this round replays
+        return new
+
+    caught = catch_up(work, pending)
+    assert asked == [0, 6, 12]  # 3,000, then 2,400 (still many), then 30: few, stop
+    assert caught == 13 and len(recorded) - caught == 1  # the swap replays 30 points
+    copy = EdgeStore(work)
+    copy.open(384)
+    try:
+        assert copy.count() == 10 + 3000 + 2400 + 30
+    finally:
+        copy.close()
+    assert catch_up(work, lambda n: None) == 0  # an abandoned run: nothing to replay
+
+
 def test_worker_runs_on_its_own_search_answers_meanwhile_stats_show_it(brain: Brain) -> None:
     clock = brain.clock
     assert isinstance(clock, ManualClock)

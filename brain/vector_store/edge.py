@@ -59,6 +59,8 @@ from brain.vector_store.edge_swap import (
     _copy_tree,
     _replay,
     _SwapLock,
+    catch_up,
+    points_of,
 )
 
 
@@ -91,7 +93,7 @@ class EdgeStore:
         self._abort = threading.Event()
         self._deleted_since = 0  # points deleted since open or the last optimization
         # The steps of the last optimization, seconds: copy (writes wait), child, swap (reads
-        # and writes wait), and how many writes were replayed.
+        # and writes wait), and how many points were replayed (in all, and by the swap).
         self.last_optimize: dict[str, float] = {}
 
     # sibling paths of the shard directory (see the module docstring)
@@ -315,9 +317,7 @@ class EdgeStore:
             t2 = time.monotonic()
             # Catch up outside the locks: replay into the copy what was written so far, so the
             # swap replays only what comes in meanwhile.
-            with self._write_lock:
-                early = list(self._recorded or [])
-            self._replay_into(work, early)
+            caught = catch_up(work, self._recorded_after)
             with guard(), self._write_lock:
                 recorded, self._recorded = self._recorded, None
                 if recorded is None:
@@ -327,12 +327,13 @@ class EdgeStore:
                     raise OptimizeAborted("the store closed during an optimization")
                 t3 = time.monotonic()
                 with self._rw.exclusive():
-                    self._swap(work, recorded[len(early):])
+                    self._swap(work, recorded[caught:])
                 self._deleted_since = 0
             self.last_optimize = {
                 "copy_s": round(t1 - t0, 3), "child_s": round(t2 - t1, 3),
                 "catch_up_s": round(t3 - t2, 3), "swap_s": round(time.monotonic() - t3, 3),
-                "replayed": float(len(recorded)),
+                "replayed": float(points_of(recorded)),  # points, not batches
+                "swap_replayed": float(points_of(recorded[caught:])),
             }
             return changed
         finally:
@@ -431,15 +432,9 @@ class EdgeStore:
                              f"{' / '.join(tail)}); the store is unchanged and serves as before")
         return out.strip() == b"1"
 
-    def _replay_into(self, work: Path, recorded: Sequence[tuple[str, Any]]) -> None:
-        if not recorded:
-            return
-        shard = qe.EdgeShard.load(str(work))
-        try:
-            _replay(shard, recorded)
-            shard.flush()
-        finally:
-            shard.close()
+    def _recorded_after(self, n: int) -> list[tuple[str, Any]] | None:
+        with self._write_lock:
+            return None if self._recorded is None else self._recorded[n:]
 
     def _swap(self, work: Path, recorded: Sequence[tuple[str, Any]]) -> None:
         """Replace the live shard by the optimized copy ``work`` plus the recorded writes.
