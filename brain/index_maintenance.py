@@ -20,7 +20,6 @@ monotonic clock.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 import time
@@ -43,17 +42,6 @@ class IndexConfig:
     max_segments: int = 16
     max_deleted_share: float = 0.2
     noop_backoff_s: float = 600.0
-
-
-def release_freed_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``). A run frees
-    the writes it recorded for the replay and the replaced shard's structures: after a bulk
-    import of 100,000 notes glibc kept 2.0 GB of such free memory in the process (RSS 2.9 GB,
-    0.9 GB after a trim; BENCHMARKS.md). No-op where there is no glibc."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _shape(state: IndexState) -> tuple[Any, ...]:
@@ -138,7 +126,6 @@ class IndexMaintenance:
             self.runs += 1
             self._running.clear()
             self._lock.release()
-        release_freed_memory()
         after = self.store.index_state()
         # Not again for the state this run left, unless at least min_unindexed writes landed
         # during it: those were replayed into an unindexed segment after the optimized copy was

@@ -61,6 +61,7 @@ from brain.vector_store.edge_swap import (
     _SwapLock,
     catch_up,
     points_of,
+    release_freed_memory,
 )
 
 
@@ -340,6 +341,7 @@ class EdgeStore:
             with self._write_lock:
                 self._recorded = None
             shutil.rmtree(work, ignore_errors=True)
+            release_freed_memory()
 
     # -- quantization -----------------------------------------------------------------------
     def quantization(self) -> str | None:
