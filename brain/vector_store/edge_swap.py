@@ -79,8 +79,9 @@ def catch_up(work: Path,
              pending: Callable[[int], Sequence[tuple[str, Any]] | None]) -> int:
     """Replay into the optimized copy ``work`` the writes recorded so far, in rounds: what was
     written during one round is replayed in the next, until few are left, so the swap replays
-    only those. During a bulk import one round took 42 s at 300,000 notes and the writes that
-    came in meanwhile made the swap a 30 s stall of every search. ``pending(n)`` gives the
+    only those. During a bulk import one round took 42 s at 300,000 notes, and the writes that
+    came in meanwhile were left to the swap: a 30 s stall of every search (reopening the
+    shard is the rest of a swap: 26 s at 1,000,000 notes). ``pending(n)`` gives the
     recorded writes after the first ``n`` (None: the run was abandoned). Returns how many
     recorded writes were replayed."""
     done = 0
