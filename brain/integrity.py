@@ -365,8 +365,19 @@ class GuardedStore:
             return
         with self._lock:
             self.space.check_write("write to the store")
+            known = self.manifest.points
+            if known is None:
+                self.inner.upsert(points)
+                self._grew()
+                return
+            # The record grows by the ids this write adds, found by id: counting the store
+            # after every write read all its points (142 of 212 ms per add_memory at
+            # 1,000,000 notes). Writes are serialised here, so the record stays a lower bound.
+            ids = list({p.id for p in points})
+            added = len(ids) - len(self.inner.retrieve(ids))
             self.inner.upsert(points)
-            self._grew()
+            self.writes += 1
+            self._record(known + added)
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if not ids:

@@ -480,6 +480,41 @@ while True:  # deletes and upserts of scratch points, until killed
 """
 
 
+def test_the_manifest_follows_writes_by_the_ids_they_add(settings: Settings) -> None:
+    """A write raises the manifest's record by the ids it adds, found by id (counting the
+    store after every write read all of it): not by ids it rewrites, nor twice for an id
+    written twice in one batch. Deletes lower it; the record matches the store throughout."""
+    from brain.vector_store import Point
+
+    _build(settings, 3)
+    b = _open(settings)
+    try:
+        g = b._guarded
+        manifest = settings.home / "store_manifest.json"
+
+        def recorded() -> int:
+            assert g.manifest.points == json.loads(manifest.read_text())["points"]
+            return int(g.manifest.points or 0)
+
+        assert recorded() == g.inner.count(None)
+        zk = b.memory.add("a new note about retries", project="ops").note["zk_id"]
+        assert recorded() == g.inner.count(None)
+        b.memory.update(zk, "a new note about retries with jitter")  # rewrites, adds nothing
+        assert recorded() == g.inner.count(None)
+        old = g.inner.scroll(None, limit=1, with_vectors=True)[0][0]
+        vec = old.dense
+        fresh = [Point(f"00000000-0000-4000-8000-00000000000{i}", {"kind": "bulk"}, vec)
+                 for i in range(3)]
+        before = recorded()
+        g.upsert([*fresh, fresh[0], old])  # 3 new ids, one twice, one existing point
+        assert recorded() == before + 3 == g.inner.count(None)
+        g.delete([fresh[0].id])
+        assert recorded() == before + 2 == g.inner.count(None)
+    finally:
+        b.close()
+    _open(settings).close()  # the record holds at the next open: no false alarm
+
+
 def test_kill9_during_deletes_never_raises_a_false_alarm(settings: Settings) -> None:
     """A delete lowers the record before the store: a kill at any instant leaves it low."""
     _build(settings, 5)
