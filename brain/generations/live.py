@@ -212,10 +212,11 @@ class TrackedStore:
     ) -> list[Hit]:
         return self.inner.query_sparse(vector, flt, limit, fields)  # type: ignore[no-any-return]
 
-    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:
+    def retrieve(self, ids: Sequence[str], with_vectors: bool = False,
+                 with_payload: bool = True) -> list[Point]:
         if with_vectors:
             _note_epoch(self.epoch)
-        return self.inner.retrieve(ids, with_vectors)  # type: ignore[no-any-return]
+        return self.inner.retrieve(ids, with_vectors, with_payload)  # type: ignore[no-any-return]
 
     def scroll(
         self, flt: Filter | None, limit: int = 256, offset: str | None = None,

@@ -178,7 +178,9 @@ class VectorStore(Protocol):
 
     def delete_by_filter(self, flt: Filter) -> None: ...
 
-    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]: ...
+    # ``with_payload=False``: ids (and vectors) only, e.g. to learn which of ``ids`` exist.
+    def retrieve(self, ids: Sequence[str], with_vectors: bool = False,
+                 with_payload: bool = True) -> list[Point]: ...
 
     # ``fields``: the payload keys to return with each hit (None: the whole payload). Hybrid
     # search asks for a few, then reads whole payloads only for the hits it returns.

@@ -533,11 +533,12 @@ class EdgeStore:
         self._update(qe.UpdateOperation.delete_points_by_filter(qflt), n, n)
 
     # -- reads ------------------------------------------------------------------------------
-    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:
+    def retrieve(self, ids: Sequence[str], with_vectors: bool = False,
+                 with_payload: bool = True) -> list[Point]:
         if not ids:
             return []
         with self._rw.reading():
-            recs = self._require().retrieve(list(ids), with_payload=True,
+            recs = self._require().retrieve(list(ids), with_payload=with_payload,
                                             with_vector=with_vectors)
         return [cv.from_record(r, with_vectors) for r in recs]
 

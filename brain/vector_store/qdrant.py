@@ -278,11 +278,12 @@ class QdrantClientStore:
         selector = models.FilterSelector(filter=_filter(flt) or models.Filter())
         self._call(self._client.delete, self.collection, selector, wait=True)
 
-    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[Point]:
+    def retrieve(self, ids: Sequence[str], with_vectors: bool = False,
+                 with_payload: bool = True) -> list[Point]:
         if not ids:
             return []
         recs = self._call(
-            self._client.retrieve, self.collection, list(ids), with_payload=True,
+            self._client.retrieve, self.collection, list(ids), with_payload=with_payload,
             with_vectors=with_vectors,
         )
         return [_from_record(r, with_vectors) for r in recs]
