@@ -28,7 +28,6 @@ from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
-from brain.presentation import present, with_answer  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface import agentic, files, fs, health, models, sources, workflow  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
@@ -55,7 +54,7 @@ from mcp_surface.recall import (  # noqa: E402
     NoteKind,
     NoteKinds,
     Tags,
-    recall_from,
+    search_notes,
 )
 from mcp_surface.text_guard import ValidText, as_text  # noqa: E402
 from mcp_surface.tool_errors import CodedToolError, StructuredErrors  # noqa: E402
@@ -207,19 +206,7 @@ def create_server(
         one whole, detail="full" returns every note whole."""
 
         args = locals()
-
-        def run(b: Brain) -> dict[str, Any]:
-            rf = recall_from(args)
-            qvec = b.embedder.embed_query(query).tolist()  # embedded once, used for both
-            hits = b.memory.search(query, top_k, rf, query_vector=qvec)
-            out: dict[str, Any] = {"results": hits, "count": len(hits)}
-            if include_files:
-                out["files"] = b.files.search_with_vector(
-                    qvec, query, limit=min(top_k, 30), threshold=files_threshold)
-            out = with_answer(out, b.settings.memory.relevance_band)
-            return present(out, detail, b.settings.memory.snippet_chars, query=query)
-
-        return await call(run)
+        return await call(lambda b: search_notes(b, args))
 
     @mcp.tool(annotations=READ)
     async def get_note(zk_id: ZkId) -> dict[str, Any]:

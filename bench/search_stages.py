@@ -2,12 +2,13 @@
 
     python -m bench.search_stages STORE_HOME [--queries 100]
 
-The tool's own body (recall filter, query embedding, the memory search, the answer band, the
-page) is run as the tool runs it, on this thread, so it can be timed and profiled; the tool
-call through the in-process MCP client is timed beside it, so the difference is the MCP layer
-and the hop to a worker thread. Nothing is patched: the stages are read from a cProfile of
-the same body (its overhead inflates Python-heavy stages; the shares, not the sums, are what
-it is for). bench.restart reports this for every store a speed run leaves.
+The tool's own body (``mcp_surface.recall.search_notes``: recall filter, query embedding, the
+memory search, the answer band, the page) runs on this thread with the tool's published
+defaults, so it can be timed and profiled; the tool call through the in-process MCP client is
+timed beside it, so the difference is the MCP layer and the hop to a worker thread. Nothing is
+patched: the stages are read from a cProfile of the same body (its overhead inflates
+Python-heavy stages; the shares, not the sums, are what it is for). bench.restart reports this
+for every store a speed run leaves.
 """
 
 from __future__ import annotations
@@ -38,21 +39,10 @@ STAGES = (
 )
 
 
-def _body(brain: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """search_memory's body (mcp_server.py), without include_files."""
-    from brain.presentation import present, with_answer
-    from mcp_surface.recall import recall_from
-
-    full = {"project": None, "include_contextual": False, "include_fleeting": False,
-            "note_kind": None, "tags": None, "max_age_days": None, "min_salience": None,
-            "confidence_min": None, "fingerprint_match": True, "custom_filters": None,
-            "include_siblings": False, "all_projects": False, **args}
-    rf = recall_from(full)
-    qvec = brain.embedder.embed_query(full["query"]).tolist()
-    hits = brain.memory.search(full["query"], full["top_k"], rf, query_vector=qvec)
-    out = with_answer({"results": hits, "count": len(hits)},
-                      brain.settings.memory.relevance_band)
-    return present(out, "compact", brain.settings.memory.snippet_chars, query=full["query"])
+def _full(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """Every argument of the tool, its published defaults under ``args``."""
+    props = schema.get("properties", {})
+    return {**{k: v.get("default") for k, v in props.items()}, **args}
 
 
 def _cum_ms(stats: pstats.Stats, suffix: str, name: str, calls: int) -> float:
@@ -68,13 +58,17 @@ def _cum_ms(stats: pstats.Stats, suffix: str, name: str, calls: int) -> float:
 async def stages(brain: Any, argsets: list[dict[str, Any]]) -> dict[str, Any]:
     """p50 of the tool call and of its body, and the body's profile by stage (ms per call)."""
     from bench import call, mcp_client, percentiles
+    from mcp_surface.recall import search_notes
 
     body_ms, tool_ms = [], []
-    for args in argsets:  # unprofiled, alternating so both see the same conditions
-        t = time.perf_counter()
-        _body(brain, args)
-        body_ms.append((time.perf_counter() - t) * 1000)
     async with mcp_client(brain) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+        full = [_full(tools["search_memory"].inputSchema, a) for a in argsets]
+        search_notes(brain, full[0])  # warm the model and the store's pages
+        for args in full:  # unprofiled, the body first, then the tool: the same conditions
+            t = time.perf_counter()
+            search_notes(brain, args)
+            body_ms.append((time.perf_counter() - t) * 1000)
         for args in argsets:
             t = time.perf_counter()
             await call(client, "search_memory", args)
@@ -82,8 +76,8 @@ async def stages(brain: Any, argsets: list[dict[str, Any]]) -> dict[str, Any]:
     prof = cProfile.Profile()
     t = time.perf_counter()
     prof.enable()
-    for args in argsets:
-        _body(brain, args)
+    for args in full:
+        search_notes(brain, args)
     prof.disable()
     profiled_ms = (time.perf_counter() - t) * 1000 / len(argsets)
     st = pstats.Stats(prof)
@@ -116,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
                for i, q in enumerate(qs)]
     brain = Brain(load_settings(home=home)).open()
     try:
-        _body(brain, argsets[0])  # warm the model and the store's pages
         print(json.dumps(asyncio.run(stages(brain, argsets)), indent=2))
     finally:
         brain.close()

@@ -12,6 +12,9 @@ that both tools publish the same filter arguments with the same defaults.
 Call :func:`recall_from` inside the tool's ``call(...)`` so that its ``InvalidArgument``
 reaches the client as a typed tool error, like the checks ``MemoryService.build_filter``
 makes on the same arguments.
+
+:func:`search_notes` is search_memory's whole body, kept here so that ``bench.search_stages``
+times and profiles the code the tool runs, not a copy of it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pydantic import Field
 
 from brain.limits import MAX_AGE_DAYS
 from brain.memory import RecallFilter
+from brain.presentation import present, with_answer
 from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
 
 NoteKind = Literal[
@@ -134,3 +138,17 @@ def recall_from(args: Mapping[str, Any]) -> RecallFilter:
     """:func:`recall_filter` of a tool's arguments (its ``locals()`` at entry): the filter
     arguments are picked by name, so the two tools do not list them a second time."""
     return recall_filter(**{name: args[name] for name in FILTER_ARGS})
+
+
+def search_notes(b: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    """search_memory's body on a brain, from the tool's arguments (all of them, by name)."""
+    query, top_k = args["query"], args["top_k"]
+    rf = recall_from(args)
+    qvec = b.embedder.embed_query(query).tolist()  # embedded once, used for both
+    hits = b.memory.search(query, top_k, rf, query_vector=qvec)
+    out: dict[str, Any] = {"results": hits, "count": len(hits)}
+    if args["include_files"]:
+        out["files"] = b.files.search_with_vector(
+            qvec, query, limit=min(top_k, 30), threshold=args["files_threshold"])
+    out = with_answer(out, b.settings.memory.relevance_band)
+    return present(out, args["detail"], b.settings.memory.snippet_chars, query=query)
