@@ -176,6 +176,37 @@ def rss_mb() -> float | None:
     return None
 
 
+def rss_parts_mb(home: Path | None = None, top: int = 8) -> dict[str, Any]:
+    """Where this process's RSS is: anonymous vs file-backed (/proc/self/status), and the
+    mappings holding most of it (/proc/self/smaps), files under ``home`` by their path there
+    with segment ids as ``*``. Empty where /proc is not there."""
+    import re
+
+    out: dict[str, Any] = {}
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("RssAnon", "RssFile", "RssShmem"):
+                out[key] = round(int(rest.split()[0]) / 1024, 1)
+        by: dict[str, int] = {}
+        name = "[anon]"
+        for line in Path("/proc/self/smaps").read_text(encoding="utf-8").splitlines():
+            head = line.split(None, 5)
+            if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+                name = head[5].strip() if len(head) == 6 else "[anon]"
+                if home is not None and name.startswith(str(home)):
+                    name = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "*", name[len(str(home)) + 1:])
+                else:
+                    name = re.sub(r".*/(site-packages|dist-packages)/", "", name)
+            elif line.startswith("Rss:"):
+                by[name] = by.get(name, 0) + int(line.split()[1])
+    except (OSError, ValueError):
+        return out
+    ranked = sorted(by.items(), key=lambda kv: -kv[1])[:top]
+    out["largest"] = {k: round(v / 1024, 1) for k, v in ranked}
+    return out
+
+
 def machine_info() -> dict[str, Any]:
     model = ""
     try:

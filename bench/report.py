@@ -180,6 +180,11 @@ def speed_section(data: dict[str, Any]) -> str:
                 f"{_ms(rst.get('deep_search_ms'))}, add_memory {_ms(rst.get('add_memory_ms'))}; "
                 f"RSS at rest {rst.get('rss_at_rest_mb')} MB."
             )
+            mem = rst.get("rss_parts_mb") or {}
+            if mem.get("largest"):
+                top = ", ".join(f"{k} {v}" for k, v in mem["largest"].items())
+                out.append(f"  - where that RSS is (MB): anonymous {mem.get('RssAnon')}, "
+                           f"file-backed {mem.get('RssFile')}; the largest mappings: {top}.")
             for scope in ("all_projects", "one_project"):
                 st = rst.get(f"stages_{scope}") or {}
                 if st:

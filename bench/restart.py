@@ -2,15 +2,16 @@
 
     python -m bench.restart STORE_HOME [--queries 200] [--sections JSON] [--json OUT]
 
-The speed bench (bench/speed.py) times the tools in the process that has just bulk-imported
-the store: a process that embedded every note and held the import's batches. This opens the
-store as a restarted server does (default settings, every worker running, the store as the
-product left it) and times search_memory (all projects, one project), deep_search and
-add_memory through the in-process MCP client, with the same synthetic queries, breaks a
-search down by stage (bench/search_stages.py), then reads the process's RSS. STORE_HOME is a data dir the speed run logged (``.../speed-100000``); the
-adds are written into it. ``--sections`` overrides settings sections (the speed bench passes
-its embedding backend, and the tests their offline model). The speed bench runs this after
-each scale, in a child process, and reports it beside its own figures.
+The speed bench (bench/speed.py) times the tools in the process that has just bulk-imported the
+store: a process that embedded every note and held the import's batches. This opens the store
+as a restarted server does (default settings, every worker running, the store as the product
+left it) and times search_memory (all projects, one project), deep_search and add_memory
+through the in-process MCP client, with the same synthetic queries, breaks a search down by
+stage (bench/search_stages.py), then reads the process's RSS. STORE_HOME is a data dir the
+speed run logged (``.../speed-100000``); the adds are written into it. ``--sections`` overrides
+settings sections (the speed bench passes its embedding backend, and the tests their offline
+model). The speed bench runs this after each scale, in a child process, and reports it beside
+its own figures.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 async def run(home: Path, queries: int,
               sections: dict[str, Any] | None = None) -> dict[str, Any]:
-    from bench import call, mcp_client, percentiles, rss_mb
+    from bench import call, mcp_client, percentiles, rss_mb, rss_parts_mb
     from bench.search_stages import stages
     from bench.speed import PROJECTS, _time_tool, synthetic_notes, synthetic_queries
     from brain.app import Brain
@@ -56,6 +57,7 @@ async def run(home: Path, queries: int,
         out["stages_all_projects"] = await stages(brain, glob[:100])
         out["stages_one_project"] = await stages(brain, scoped[:100])
         out["rss_at_rest_mb"] = rss_mb()
+        out["rss_parts_mb"] = rss_parts_mb(home)
         return out
     finally:
         brain.close()

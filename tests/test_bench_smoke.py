@@ -177,6 +177,13 @@ async def test_speed_scale_small(ctx: BenchContext) -> None:
     assert "error" not in rst, rst
     assert rst["search_all_ms"]["n"] == 5 and rst["search_all_ms"]["p50"] > 0
     assert rst["add_memory_ms"]["n"] == 5 and rst["rss_at_rest_mb"] > 0
+    # Where that RSS is: anonymous and file-backed add up to it (read a moment later), and
+    # the largest mappings are named, the store's files by their path in the data dir.
+    parts = rst["rss_parts_mb"]
+    assert abs(parts["RssAnon"] + parts["RssFile"] + parts["RssShmem"]
+               - rst["rss_at_rest_mb"]) < 0.1 * rst["rss_at_rest_mb"]
+    assert "[anon]" in parts["largest"] or "[heap]" in parts["largest"]
+    assert sum(parts["largest"].values()) <= rst["rss_at_rest_mb"] + 1
     # ... and broke a search down by stage: the profile names where the body's time went.
     st = rst["stages_all_projects"]
     assert st["queries"] == 5 and st["tool_call_ms"]["n"] == st["body_ms"]["n"] == 5
@@ -187,6 +194,7 @@ async def test_speed_scale_small(ctx: BenchContext) -> None:
     section = report.speed_section({"scales": [row]})
     assert "a restarted server on the store this scale left" in section
     assert "where a search (one project) goes" in section
+    assert "where that RSS is (MB): anonymous" in section
 
 
 def test_bulk_payload_matches_add(brain) -> None:  # noqa: ANN001
