@@ -99,7 +99,8 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]]) -> dict[str
             results[name] = await _rank_all(
                 client, tool, queries, {"project": PROJECT, "top_k": 10}, "zk_id", id_of)
         ctx.log(f"cosqa {name}: {_brief(results[name])}")
-    results.update(await file_rows(ctx, corpus, queries))
+    if not ctx.quick:  # uploads and a source folder: ~50 s, the full run's part
+        results.update(await file_rows(ctx, corpus, queries))
     return {
         "corpus": len(corpus),
         "queries": len(queries),

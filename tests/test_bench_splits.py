@@ -43,3 +43,13 @@ def test_file_matches_the_rule_on_the_data() -> None:
     if not (data / "locomo10.json").is_file():
         pytest.skip("benchmark data not present")
     assert compute(data) == json.loads(SPLITS_PATH.read_text(encoding="utf-8"))
+
+
+def test_quick_mode_leaves_out_the_lever_stores_and_tokens_unless_named() -> None:
+    from bench.__main__ import parse_args, plan
+
+    assert plan(parse_args([])) == ({"locomo", "cosqa", "speed", "llm", "tokens"},
+                                    ("systems", "caller", "lever"))
+    assert plan(parse_args(["--quick"])) == ({"locomo", "cosqa", "speed", "llm"}, ("systems",))
+    named = parse_args(["--quick", "--only", "tokens", "--locomo-parts", "lever"])
+    assert plan(named) == ({"tokens"}, ("lever",))
