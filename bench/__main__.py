@@ -87,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run in ~3 minutes: 2 LoCoMo conversations on the plain stores (no lever "
+        help="smoke run (about 5 minutes on 2 CPUs): 2 LoCoMo conversations on the plain stores (no lever "
         "stores), CoSQA memory rows (no files part), speed at 7k notes only, no tokens part, "
         "baselines without the ablations",
     )
