@@ -87,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run (about 5 minutes on 2 CPUs): 2 LoCoMo conversations on the plain stores (no lever "
+        help="smoke run (about 2 minutes on 2 CPUs): 2 LoCoMo conversations on the plain stores (no lever "
         "stores), CoSQA memory rows (no files part), speed at 7k notes only, no tokens part, "
         "baselines without the ablations",
     )
@@ -132,8 +132,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def plan(args: argparse.Namespace) -> tuple[set[str], tuple[str, ...]]:
     """The benchmarks and LoCoMo parts a run measures. Quick mode leaves out what costs most
-    beside the headline rows (493 s with them, 290 s without, 2026-12-02): the LoCoMo lever
-    stores and the tokens bench (CoSQA's files part is left out in bench/cosqa.py)."""
+    beside the headline rows (493 s with them, 290 s without on one machine; 130 s on another,
+    BENCHMARKS.md "The quick mode"): the LoCoMo lever stores and the tokens bench (CoSQA's
+    files part is left out in bench/cosqa.py)."""
     default_only = "locomo,cosqa,speed,llm" if args.quick else "locomo,cosqa,speed,llm,tokens"
     only = {x.strip() for x in (args.only or default_only).split(",") if x.strip()}
     parts = args.locomo_parts or ("systems" if args.quick else "systems,caller,lever")

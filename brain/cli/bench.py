@@ -35,7 +35,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="recall (LoCoMo, CoSQA) and speed benchmarks")
-    p.add_argument("--quick", action="store_true", help="subsample, about 5 minutes on 2 CPUs")
+    p.add_argument("--quick", action="store_true", help="subsample, about 2 minutes on 2 CPUs")
     p.add_argument("--data", default=None, help="folder with locomo10.json and cosqa-dev.json")
-    p.add_argument("--only", default=None, help="comma-separated subset of locomo,cosqa,speed,llm")
+    p.add_argument("--only", default=None,
+                   help="comma-separated subset of locomo,cosqa,speed,llm,tokens")
     p.set_defaults(func=_bench)
