@@ -63,6 +63,20 @@ class Point:
     sparse: SparseVector | None = None
 
 
+def record_point(rec: Any, with_vectors: bool, payload: dict[str, Any]) -> Point:
+    """A :class:`Point` from a record of either backend (qdrant-client's and Qdrant Edge's
+    name their vectors alike); ``payload`` is the record's, as the backend hands it back."""
+    dense = sparse = None
+    if with_vectors and rec.vector:
+        vec = rec.vector
+        if DENSE in vec:
+            dense = list(vec[DENSE])
+        if SPARSE in vec:
+            sv = vec[SPARSE]
+            sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
+    return Point(id=str(rec.id), payload=payload, dense=dense, sparse=sparse)
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     id: str

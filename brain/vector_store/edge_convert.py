@@ -20,7 +20,7 @@ from brain.vector_store.base import (
     MatchAny,
     Point,
     Range,
-    SparseVector,
+    record_point,
 )
 
 # qdrant-edge-py 0.9.0 never matches a boolean payload value (MatchValue(True) finds nothing,
@@ -81,15 +81,7 @@ def vectors(point: Point) -> dict[str, Any]:
 
 
 def from_record(rec: Any, with_vectors: bool) -> Point:
-    dense = sparse = None
-    if with_vectors and rec.vector:
-        vec = rec.vector
-        if DENSE in vec:
-            dense = list(vec[DENSE])
-        if SPARSE in vec:
-            sv = vec[SPARSE]
-            sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
-    return Point(id=str(rec.id), payload=unshadow(rec.payload), dense=dense, sparse=sparse)
+    return record_point(rec, with_vectors, unshadow(rec.payload))
 
 
 def selector(fields: Sequence[str] | None) -> Any:

@@ -30,6 +30,7 @@ from brain.vector_store.base import (
     SparseVector,
     StoreInfo,
     declared_indexes,
+    record_point,
 )
 
 _LOCAL_QUANTIZATION = (
@@ -109,15 +110,7 @@ def _vectors(point: Point) -> dict[str, Any]:
 
 
 def _from_record(rec: Any, with_vectors: bool) -> Point:
-    dense = sparse = None
-    if with_vectors and rec.vector:
-        vec = rec.vector
-        if DENSE in vec:
-            dense = list(vec[DENSE])
-        if SPARSE in vec:
-            sv = vec[SPARSE]
-            sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
-    return Point(id=str(rec.id), payload=dict(rec.payload or {}), dense=dense, sparse=sparse)
+    return record_point(rec, with_vectors, dict(rec.payload or {}))
 
 
 class QdrantClientStore:
