@@ -251,3 +251,19 @@ def test_targets_name_the_restarted_server_figure() -> None:
     assert "40.0 ms across all (target <= 25 ms: NOT met)" in lines[0]
     assert lines[1].startswith("100,000 notes, a restarted server on that store")
     assert "24.0 ms in one project, 22.0 ms across all (target <= 25 ms: met)" in lines[1]
+
+
+def test_parallel_legs_times_each_part_both_ways() -> None:
+    """bench.parallel_legs (BENCHMARKS.md: the legs do not gain from threads) on a small store
+    with the bundled model: every part is timed one after the other and side by side."""
+    from bench import parallel_legs
+
+    out = parallel_legs.measure(2_000)
+    assert out["points"] == 2_000
+    for leg in ("dense", "sparse"):
+        row = out[leg]
+        assert row["sequential_ms"] > 0 and row["two_threads_ms"] > 0
+        assert 0 < row["spinner_share"] < 2
+    both = out["embedding_and_dense"]
+    assert all(both[k] > 0 for k in ("embedding_ms", "dense_ms", "one_after_the_other_ms",
+                                     "overlapped_ms"))
