@@ -44,7 +44,7 @@ def client(client: Any, brain: Any) -> Any:
     """The MCP client, plus a server object on the same brain for raw calls (below)."""
     from mcp_server import create_server
 
-    client.raw_server = create_server(brain=brain)
+    client.raw_server = create_server(profile="full", brain=brain)
     return client
 
 

@@ -288,7 +288,7 @@ def test_every_tool_answers_hostile_arguments_with_success_or_a_typed_error(
 
     started = time.monotonic()
     with start_blocking_portal() as portal:
-        client = portal.wrap_async_context_manager(Client(create_server(brain=brain)))
+        client = portal.wrap_async_context_manager(Client(create_server(profile="full", brain=brain)))
         with client as c:
             known = _populate(portal, c, brain, tmp_path)
             tools = _ordered(portal.call(c.list_tools))

@@ -99,7 +99,7 @@ async def world(brain: Brain, tmp_path: Path) -> AsyncIterator[World]:
     # The scheduled GC (the janitor, acting for everyone) would collect alice's orphans once
     # the clock jumps 100 days; these tests are about what callers reach.
     brain.settings.workers["health_gc"] = WorkerSettings(enabled=False)
-    server = create_server(brain=brain)
+    server = create_server(profile="full", brain=brain)
     caller = ActAs()
     server.add_middleware(caller)
     async with Client(server) as client:
@@ -488,7 +488,7 @@ async def test_over_stdio_the_gate_acts_as_the_settings_identity(brain: Brain) -
         theirs = brain.memory.add("amkshfleet waiting in alice's inbox", memory_type="fleeting")
     with acting_as(Identity(brain.settings.identity.user_id, brain.settings.identity.agent_id)):
         mine = brain.memory.add("my own fleeting thought", memory_type="fleeting")
-    async with Client(create_server(brain=brain)) as client:
+    async with Client(create_server(profile="full", brain=brain)) as client:
         inbox = (await client.call_tool("get_inbox", {})).structured_content or {}
         stats = (await client.call_tool("brain_stats", {})).structured_content or {}
         with pytest.raises(ToolError, match="NOTE_NOT_FOUND"):
