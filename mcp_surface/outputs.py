@@ -54,4 +54,4 @@ RESOLUTION = obj("fix failure")
 PREFLIGHT = obj("mistakes fixes patterns count")
 ARCHIVED = obj("dry_run scanned stale archived notes")
 DECAY = obj("notes count")
-CLUSTERS = obj("dry_run clusters count")
+CLUSTERS = obj("dry_run project count")  # clusters (a dry run) or applied

@@ -127,30 +127,38 @@ class ProfileGate(Middleware):
         return [t for t in tools if listed(self.profile, t.name)]
 
     async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
-        name = context.message.name
-        args = dict(context.message.arguments or {})
-        shown, action = name, str(args.get("action", ""))
-        if name in RENAMED:
-            renames = ARG_RENAMED.get(name, {})
-            args = {renames.get(k, k): v for k, v in args.items()}
-            name, action = RENAMED[name]
-            args = {"action": action, **args}
-            shown = f'{name}(action="{action}")'
-        if name in FILTERED:
-            args = _nest_filters(args)
+        asked = context.message.name
+        name, args = current_shape(asked, dict(context.message.arguments or {}))
         if not listed(self.profile, name):
             ctx = context.fastmcp_context
             if ctx is not None and await ctx.fastmcp.get_tool(name) is not None:
-                command = CLI.get((name, action)) or CLI.get((name, ""))
-                raise CodedToolError(
-                    "TOOL_NOT_IN_PROFILE",
-                    f"{shown} is an admin tool of the full profile, which this server does not "
-                    f"list; set {SETTING} and restart"
-                    + (f", or run `{command}`" if command else ""),
-                    {"tool": name, "profile": self.profile, "setting": "mcp.tools",
-                     "command": command})
+                raise _hidden(name, asked, str(args.get("action", "")), self.profile)
         message = context.message.model_copy(update={"name": name, "arguments": args})
         return await call_next(context.copy(message=message))
+
+
+def current_shape(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A call in the shape of an earlier release (a folded tool's old name, the filter's
+    fields at the top level) as the same call to today's tools; other calls unchanged. The
+    owner's call channel (scripts, hooks) applies it too (owner_endpoint.py)."""
+    if name in RENAMED:
+        renames = ARG_RENAMED.get(name, {})
+        args = {renames.get(k, k): v for k, v in args.items()}
+        name, action = RENAMED[name]
+        args = {"action": action, **args}
+    if name in FILTERED:
+        args = _nest_filters(args)
+    return name, args
+
+
+def _hidden(name: str, asked: str, action: str, profile: str) -> CodedToolError:
+    shown = f'{name}(action="{action}")' if asked != name else name
+    command = CLI.get((name, action)) or CLI.get((name, ""))
+    return CodedToolError(
+        "TOOL_NOT_IN_PROFILE",
+        f"{shown} is an admin tool of the full profile, which this server does not list; "
+        f"set {SETTING} and restart" + (f", or run `{command}`" if command else ""),
+        {"tool": name, "profile": profile, "setting": "mcp.tools", "command": command})
 
 
 def _nest_filters(args: dict[str, Any]) -> dict[str, Any]:

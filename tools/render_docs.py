@@ -1,4 +1,5 @@
-"""Regenerate the settings table in README.md and the whole .env.example from config.py.
+"""Regenerate the settings table in docs/configuration.md and the whole .env.example from
+config.py.
 
 python tools/render_docs.py          # rewrite both
 python tools/render_docs.py --check  # exit 1 when either is out of date
@@ -71,7 +72,7 @@ def render_env_example() -> str:
 
 
 def render_settings_table() -> str:
-    """The README's settings table (markdown), generated from the fields' descriptions."""
+    """docs/configuration.md's settings table (markdown), from the fields' descriptions."""
     rows = ["| Variable | Default | What it does |", "|---|---|---|"]
     for env, default, desc in iter_settings_table():
         shown = default.strip("'") if default not in ("None", "''", "") else ""
@@ -85,7 +86,7 @@ def rendered_readme(text: str) -> str:
 
 
 def main() -> int:
-    readme, env = ROOT / "README.md", ROOT / ".env.example"
+    readme, env = ROOT / "docs" / "configuration.md", ROOT / ".env.example"
     new_readme, new_env = rendered_readme(readme.read_text()), render_env_example()
     if "--check" in sys.argv:
         stale = [
