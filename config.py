@@ -211,9 +211,22 @@ class RetrievalSettings(_Section):
 
 class RerankSettings(_Section):
     enabled: bool = Field(
-        False, description="Load a cross-encoder at start (or refuse to start) and rerank"
+        False, description="Rerank fused candidates (local: load the cross-encoder at start or "
+        "refuse to start; http: ask a rerank server, keeping the fused order when it fails)"
     )
-    model: str = Field("", description="Local path of the cross-encoder model")
+    provider: Literal["local", "http"] = Field(
+        "local", description="local: a sentence-transformers cross-encoder folder (model); http: "
+        "a rerank server (url) speaking the shared rerank protocol (llama.cpp, vLLM, TEI, Jina)"
+    )
+    model: str = Field("", description="local: the cross-encoder's folder; http: the model name "
+                                        "sent to the server (optional)")
+    url: str = Field("", description="http: the rerank endpoint, e.g. "
+                                     "http://127.0.0.1:8080/v1/rerank or http://tei:80/rerank")
+    api_key: SecretStr = Field(
+        SecretStr(""), description="http: bearer key of the rerank server (secret, never logged "
+        "or shown)")
+    timeout_s: float = Field(2.0, gt=0, le=30, description="http: longest one rerank request "
+                                                           "may take; past it the fused order is kept")
     candidates: int = Field(30, ge=1, le=200, description="Fused candidates reranked")
 
 

@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.raiseExceptions = False
     try:
         # [rerank] enabled: the cross-encoder loads now, or the server does not start.
-        rerank.load(settings.rerank.enabled, settings.rerank.model)
+        rerank.load(settings.rerank)
         server = create_server(settings, http=args.http)
         # The owner opens its Brain here, before the transport's task groups: a store that
         # refuses to serve (damaged, full disk, locked, no model) is reported as one line.

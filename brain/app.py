@@ -106,7 +106,7 @@ class Brain:
     def open(self) -> Brain:
         s = self.settings
         # Enabled means loaded or refused, before the store is opened or locked.
-        reranker = rerank.load(s.rerank.enabled, s.rerank.model)
+        reranker = rerank.load(s.rerank)
         secure_home(self.home)  # umask 077 and a private data dir, before anything is written
         configured = resolve_record(s.embedding.model, s.embedding.dimension,
                                     provider=s.embedding.provider, max_tokens=s.embedding.max_tokens)

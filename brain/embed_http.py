@@ -33,9 +33,11 @@ class Reply:
         return json.loads(self.body)
 
 
-def post_json(url: str, payload: Any, headers: dict[str, str], limit_s: float) -> Reply:
+def post_json(url: str, payload: Any, headers: dict[str, str], limit_s: float,
+              max_bytes: int = MAX_REPLY_BYTES) -> Reply:
     """POST ``payload`` as JSON to ``url``; raise RequestTimedOut after ``limit_s`` seconds,
-    OSError / http.client.HTTPException when the connection fails."""
+    OSError / http.client.HTTPException when the connection fails or the reply passes
+    ``max_bytes``."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {url!r}")
@@ -61,11 +63,11 @@ def post_json(url: str, payload: Any, headers: dict[str, str], limit_s: float) -
         conn.request("POST", path, body=data, headers={
             "Content-Type": "application/json", "Accept": "application/json", **headers})
         resp = conn.getresponse()
-        body = resp.read(MAX_REPLY_BYTES + 1)
+        body = resp.read(max_bytes + 1)
         if fired.is_set():
             raise RequestTimedOut(f"no complete reply within {limit_s:g}s")
-        if len(body) > MAX_REPLY_BYTES:
-            raise http.client.HTTPException(f"reply larger than {MAX_REPLY_BYTES} bytes")
+        if len(body) > max_bytes:
+            raise http.client.HTTPException(f"reply larger than {max_bytes} bytes")
         return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
     except (OSError, http.client.HTTPException) as exc:
         if fired.is_set() or isinstance(exc, TimeoutError):

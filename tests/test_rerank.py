@@ -15,6 +15,7 @@ from brain.app import Brain
 from brain.embedder import DEFAULT_MODEL, bundled_model_path
 from brain.errors import ModelUnavailable
 from brain.memory import RecallFilter, embed_text
+from config import RerankSettings
 from tests.conftest import _seed_store, hash_embedder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +114,7 @@ def test_a_folder_that_is_not_a_cross_encoder_is_refused(tmp_path: Path) -> None
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "config.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(ModelUnavailable, match="could not be loaded as a cross-encoder"):
-        rerank.load(True, str(tmp_path / "junk"))
+        rerank.load(RerankSettings(enabled=True, model=str(tmp_path / "junk")))
 
 
 def test_server_refuses_to_start_when_enabled_model_is_missing(home: Path) -> None:

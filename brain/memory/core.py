@@ -26,7 +26,7 @@ from brain.identity import Identity
 from brain.limits import MAX_LABEL_CHARS, check_text
 from brain.memory.access import AccessStamps
 from brain.notes import ZK_ID_RE, normalise_zk_id, point_id, public_note
-from brain.rerank import Reranker
+from brain.rerank import AnyReranker
 from brain.search_policy import SearchPolicy
 from brain.store_meta import StoreMeta
 from brain.vector_store import Filter, Match, VectorStore
@@ -178,7 +178,7 @@ class NoteCore:
         self.cfg = config
         self.clock = clock or Clock()
         self.bm25 = bm25 or BM25Encoder()
-        self.reranker: Reranker | None = None  # set by Brain.open when [rerank] is enabled
+        self.reranker: AnyReranker | None = None  # set by Brain.open when [rerank] is enabled
         self._write_lock = threading.RLock()
         self.stamps = AccessStamps()
         self.threads = SessionThreads()

@@ -71,9 +71,10 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
     cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra)
     if reranker is not None and len(cands) > 1:
         scores = reranker.scores(query, [embed_text(c.payload) for c in cands])
-        for c, score in zip(cands, scores, strict=True):
-            c.rerank = score
-        cands.sort(key=lambda c: (-(c.rerank or 0.0), c.id))
+        if scores is not None:  # None: a rerank server failed; the fused order stands
+            for c, score in zip(cands, scores, strict=True):
+                c.rerank = score
+            cands.sort(key=lambda c: (-(c.rerank or 0.0), c.id))
     return cands[:limit]
 
 
