@@ -141,6 +141,29 @@ def test_no_doc_names_a_tool_of_an_earlier_release(doc: Path) -> None:
     assert not old, f"{doc.name} names tools of an earlier release: {old}"
 
 
+# Backticked calls in the docs that are Python, not tools: the scripting API
+# (brain/api.py: open_brain, call) and the store's optimize.
+PYTHON_CALLS = {"open_brain", "call", "optimize"}
+CALL = re.compile(r"`([a-z_]+)\((?:action=\"([a-z_]+)\")?")
+
+
+async def test_every_tool_a_doc_calls_exists_with_its_action(brain: Any) -> None:
+    """`tool(...)` in any doc is a tool of the full profile, and `tool(action="x"...)` an
+    action that tool takes."""
+    live = await _listed("full", brain)
+    bad = []
+    for doc in DOCS:
+        for name, action in CALL.findall(_text(doc)):
+            if name in PYTHON_CALLS:
+                continue
+            if name not in live:
+                bad.append(f"{doc.name}: {name}(")
+            elif action and action not in live[name].inputSchema["properties"].get(
+                    "action", {}).get("enum", []):
+                bad.append(f'{doc.name}: {name}(action="{action}")')
+    assert not bad, f"docs call tools or actions that do not exist: {bad}"
+
+
 def test_the_checks_can_fail() -> None:
     """The resolver and patterns above refuse what does not exist (a check that cannot
     fail checks nothing)."""
@@ -151,3 +174,5 @@ def test_the_checks_can_fail() -> None:
     assert not setting_exists(["nosection", "x"])
     assert not setting_exists(["mcp", "tools", "deeper"])
     assert ENV.findall("set BRAIN__MCP__TOOLS=full") == ["MCP__TOOLS"]
+    assert CALL.findall('see `health(action="scann")` and `nosuch_tool(x)`') == [
+        ("health", "scann"), ("nosuch_tool", "")]
