@@ -29,8 +29,18 @@ from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
-from mcp_surface import agentic, files, fs, health, models, sources, workflow  # noqa: E402
+from mcp_surface import (  # noqa: E402
+    agentic,
+    citations,
+    files,
+    fs,
+    health,
+    models,
+    sources,
+    workflow,
+)
 from mcp_surface.args import (  # noqa: E402
+    Cites,
     Detail,
     OptProject,
     Query,
@@ -161,11 +171,13 @@ def create_server(
             description="Why it matters or what surrounds it (e.g. the preceding exchange); "
                         "embedded with the content so searches find it by its setting too")
         ] = None,
+        cites: Cites = None,
     ) -> dict[str, Any]:
         """Store a note. Permanent notes are linked to similar notes; fleeting notes are quick
         captures kept out of searches until distilled. Secrets in content are redacted."""
         res = await call(lambda b: b.memory.add(content, project, memory_type, note_kind, tags,
-                                                pinned, visibility, context=context))
+                                                pinned, visibility, context=context,
+                                                cites=cites or ()))
         return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
 
     @mcp.tool(annotations=WRITE)
@@ -252,7 +264,7 @@ def create_server(
 
 # Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
 # a group that is missing or fails to import stops the server instead of vanishing.
-TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models)
+TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models, citations)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -80,6 +80,10 @@ Lines = Annotated[
     list[Line] | None, Field(max_length=MAX_ITEMS, description="One item per entry")
 ]
 Names = Annotated[list[Name] | None, Field(max_length=MAX_ITEMS)]
+Cites = Annotated[list[Annotated[str, Field(max_length=512)]] | None, Field(
+    max_length=16,
+    description="Code the note speaks of, in a registered source: 'path', 'path:12-30' or "
+                "'path::function' (Class.method). The note then says when that code changed")]
 Ids = Annotated[list[Id] | None, Field(max_length=MAX_ITEMS)]
 Paths = Annotated[list[PathArg] | None, Field(max_length=MAX_ITEMS)]
 Patterns = Annotated[

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from brain.presentation import present
 from mcp_surface.args import (
+    Cites,
     Detail,
     Excerpt,
     Line,
@@ -91,11 +92,13 @@ def register(mcp: Any, call: Any) -> None:
         failure_zk_id: ZkId,
         fix_content: Annotated[Text, Field(description="The validated fix and why it works")],
         project: OptProject = None,
+        cites: Cites = None,
     ) -> dict[str, Any]:
         """Once a fix is validated: stores a permanent fix note linked to the failure and
         promotes the failure to permanent knowledge."""
         return await call(
-            lambda b: b.mistakes.record_resolution(failure_zk_id, fix_content, project)
+            lambda b: b.mistakes.record_resolution(failure_zk_id, fix_content, project,
+                                                   cites or ())
         )
 
     @mcp.tool(annotations=READ)
@@ -104,12 +107,16 @@ def register(mcp: Any, call: Any) -> None:
         project: OptProject = None,
         top_k: Annotated[int, Field(ge=1, le=50)] = 5,
         detail: Detail = "compact",
+        changed_since: Annotated[str | None, Field(
+            max_length=200, description="A git ref (commit, branch, HEAD~3): also list the "
+            "notes citing code changed since it")] = None,
     ) -> dict[str, Any]:
         """Before coding: past mistakes (each with its fixes), fixes and patterns relevant to
         the task, so known failures are not repeated. Notes are compact unless
         detail="full"; get_note reads one whole."""
-        return await call(lambda b: present(b.mistakes.preflight_check(task, project, top_k),
-                                            detail, b.settings.memory.snippet_chars))
+        return await call(lambda b: present(
+            b.mistakes.preflight_check(task, project, top_k, changed_since), detail,
+            b.settings.memory.snippet_chars))
 
     @mcp.tool(
         annotations=ToolAnnotations(
