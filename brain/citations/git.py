@@ -74,14 +74,15 @@ class Repos:
         self._lock = threading.Lock()
         self.enabled = available()
 
-    def head(self, root: str) -> str:
-        """The commit checked out in ``root``, or "" (not a work tree, no commit, no git)."""
+    def head(self, root: str, fresh: bool = False) -> str:
+        """The commit checked out in ``root``, or "" (not a work tree, no commit, no git);
+        ``fresh`` asks git even within HEAD_TTL_S of the last answer."""
         if not self.enabled:
             return ""
         now = time.monotonic()
         with self._lock:
             cached = self._heads.get(root)
-            if cached is not None and now - cached[0] < HEAD_TTL_S:
+            if cached is not None and now - cached[0] < HEAD_TTL_S and not fresh:
                 return cached[1]
         try:
             commit = run(root, "rev-parse", "--verify", "-q", "HEAD").strip()

@@ -293,7 +293,7 @@ class CitationService:
         for rec in self._visible(project or ""):
             if project is not None and rec.project != project:
                 continue
-            if not self.repos.head(rec.root):
+            if not self.repos.head(rec.root, fresh=True):
                 continue
             try:
                 paths = self.repos.changed(rec.root, ref, to)

@@ -82,7 +82,7 @@ def estimate_tokens(text: str) -> int:
 # (project, source id, path, owner fields of the source): the hot-file counter (brain/health).
 FileWritten = Callable[[str, str, str, dict[str, str]], None]
 # (source id, paths written or deleted by one run): the citations' re-check (brain/citations).
-FilesChanged = Callable[[str, set[str]], None]
+FilesChanged = Callable[[str, set[str]], object]
 
 
 class Indexer:
