@@ -372,3 +372,25 @@ def test_citations_survive_in_the_store_alone(brain: Brain, src: Path) -> None:
     flt = Filter(must=(Match("kind", "note"), Match("cite_keys", f"{sid}:queue/helpers.py")))
     assert [p.payload["zk_id"] for p in scroll_all(brain.store, flt)] == [zk]
     assert "cite_keys" in brain.store.payload_indexes()  # type: ignore[attr-defined]
+
+
+@needs_git
+def test_cli_notes_changed_since(settings: Any, repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                 cli_json: Any) -> None:
+    from tests.conftest import hash_embedder
+
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
+    settings.embedding.model = "offline/hash-384"
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    with Brain(settings, embedder=hash_embedder()) as b:
+        b.sources.add(str(repo), name="code", project="general", sync=False)
+        _sync(b)
+        zk = b.memory.add("See queue/helpers.py::helper", "general").note["zk_id"]
+        b.memory.add("See web/app.ts::route", "general")
+    _w(repo, "queue/helpers.py", HELPERS.replace("1", "2"))
+    _git(repo, "commit", "-qam", "two")
+    rc, out = cli_json("notes", "changed-since", "HEAD~1", "--to", "HEAD")
+    assert rc == 0 and [n["zk_id"] for n in out["notes"]] == [zk]
+    assert out["notes"][0]["changed_paths"] == ["queue/helpers.py"]

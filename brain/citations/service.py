@@ -288,6 +288,8 @@ class CitationService:
                       project: str | None = None, limit: int = 50) -> dict[str, Any]:
         """The caller's notes citing files git reports changed between ``ref`` and ``to``
         (default: the work tree), over the caller's git sources (of ``project`` if given)."""
+        if not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidArgument("limit must be 1..1000", field="limit")
         keys: list[str] = []
         repos = 0
         for rec in self._visible(project or ""):

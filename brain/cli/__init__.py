@@ -16,6 +16,7 @@ from brain.cli import (
     install,
     maintenance,
     model,
+    notes,
     owner,
     seed,
     serve,
@@ -26,7 +27,7 @@ from brain.cli.common import open_brain, print_json
 from brain.errors import BrainError
 
 COMMANDS = (serve, maintenance, health, seed, sources, files, bench, owner, snapshots, install,
-            model)
+            model, notes)
 
 
 def build_parser() -> argparse.ArgumentParser:
