@@ -30,6 +30,7 @@ class FileView:
     lines: list[str] | None  # None: too large to parse (hashed whole)
     whole_hash: str
     found: dict[tuple[str, str], spans.Span | None] = field(default_factory=dict)
+    py_index: dict[str, tuple[int, int]] | None = None  # parsed once, on the first symbol
 
 
 def read(path: str) -> FileView | None:
@@ -57,7 +58,10 @@ def span_of(view: FileView, kind: str, symbol: str | None, lines: Any, path: str
     if kind == "symbol" and symbol:
         key = ("symbol", symbol)
         if key not in view.found:
-            view.found[key] = spans.symbol("\n".join(view.lines), view.lines, path, symbol)
+            text = "\n".join(view.lines)
+            if view.py_index is None and spans.language_of(path) == "python":
+                view.py_index = spans.python_index(text)
+            view.found[key] = spans.symbol(text, view.lines, path, symbol, view.py_index)
         return view.found[key]
     a, b = int(lines[0]), int(lines[1])
     return spans.line_range(view.lines, a, b, old_hash)
@@ -106,7 +110,9 @@ def check(root: str, cite: dict[str, Any], repos: Repos, now: str,
     view = _view(root, path, views)
     out = dict(cite)
     if view is None:
-        moved = repos.renamed(root, str(cite.get("commit") or ""), path)
+        # Renames are asked of git from the anchoring commit, where the file had its first name.
+        moved = repos.renamed(root, str(cite.get("commit") or ""),
+                              str(cite.get("moved_from") or path))
         if moved is not None:
             view = _view(root, moved, views)
             if view is not None:

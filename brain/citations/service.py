@@ -182,18 +182,22 @@ class CitationService:
         if not keys:
             return 0
         checked = 0
+        views: dict[str, dict[str, anchor.FileView | None]] = {}  # each file read once
         for i in range(0, len(keys), _KEY_BATCH):
             batch = set(keys[i : i + _KEY_BATCH])
             flt = Filter(must=(Match("kind", "note"), MatchAny("cite_keys", tuple(batch))))
             for pt in scroll_all(self.memory.store, flt):
                 checked += 1
-                self._recheck(pt.payload["zk_id"], lambda c, b=batch: _key(c) in b)
+                self._recheck(pt.payload["zk_id"], lambda c, b=batch: _key(c) in b,
+                              views=views)
         with self._lock:
             self.counters["files_changed"] += len(keys)
             self.counters["notes_checked"] += checked
         return checked
 
-    def _recheck(self, zk_id: str, which: Any, force: bool = True) -> dict[str, Any] | None:
+    def _recheck(self, zk_id: str, which: Any, force: bool = True,
+                 views: dict[str, dict[str, anchor.FileView | None]] | None = None,
+                 ) -> dict[str, Any] | None:
         """Check the citations of one note that ``which`` selects, under the write lock
         (read again there: a concurrent update re-anchored it); writes only what moved."""
         m = self.memory
@@ -204,7 +208,7 @@ class CitationService:
             payload = pts[0].payload
             cites = list(payload.get("cites") or [])
             now = self._now()
-            views: dict[str, dict[str, anchor.FileView | None]] = {}
+            views = {} if views is None else views
             new: list[dict[str, Any]] = []
             for c in cites:
                 rec = self._record(str(c.get("src"))) if which(c) else None

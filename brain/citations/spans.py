@@ -127,12 +127,15 @@ def language_of(path: str) -> str | None:
     return None
 
 
-def symbol(text: str, lines: list[str], path: str, name: str) -> Span | None:
-    """The span of ``name`` (dotted for a member: ``Class.method``) in the file, or None."""
+def symbol(text: str, lines: list[str], path: str, name: str,
+           index: dict[str, tuple[int, int]] | None = None) -> Span | None:
+    """The span of ``name`` (dotted for a member: ``Class.method``) in the file, or None.
+    ``index``: the file's :func:`python_index`, when the caller has it (one parse a file)."""
     lang = language_of(path)
     if lang == "python":
-        found = _python(text, name)
-        if found is not None or not _unparsable(text):
+        idx = index if index is not None else python_index(text)
+        if idx or not _unparsable(text):
+            found = idx.get(name)
             return _span(lines, *found) if found else None
         lang = "python-fallback"
     bounds: tuple[int, int] | None = (1, len(lines))
@@ -152,28 +155,32 @@ def _unparsable(text: str) -> bool:
     return False
 
 
-def _python(text: str, name: str) -> tuple[int, int] | None:
+def python_index(text: str) -> dict[str, tuple[int, int]]:
+    """Every function, class, method and module-level assignment of a Python file: its
+    dotted name (``Class.method``) and its bare name -> its lines. Breadth first, so a
+    top-level name wins over a nested one of that name. Empty when it does not parse."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
-        return None
-    dotted = "." in name
+        return {}
+    out: dict[str, tuple[int, int]] = {}
     queue: list[tuple[str, ast.AST]] = [("", tree)]
-    while queue:  # breadth first: a top-level name wins over a nested one of that name
+    while queue:
         prefix, node = queue.pop(0)
         for child in ast.iter_child_nodes(node):
             qual = _py_name(child)
             if qual is None:
                 continue
             full = f"{prefix}{qual}"
-            if full == name or (not dotted and qual == name):
-                decorators = getattr(child, "decorator_list", [])
-                first = int(getattr(child, "lineno", 1))
-                start = min([first, *(d.lineno for d in decorators)])
-                return start, int(getattr(child, "end_lineno", None) or first)
+            decorators = getattr(child, "decorator_list", [])
+            first = int(getattr(child, "lineno", 1))
+            start = min([first, *(d.lineno for d in decorators)])
+            span = (start, int(getattr(child, "end_lineno", None) or first))
+            out.setdefault(full, span)
+            out.setdefault(qual, span)
             if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
                 queue.append((f"{full}.", child))
-    return None
+    return out
 
 
 def _py_name(node: ast.AST) -> str | None:
