@@ -251,6 +251,15 @@ def test_changed_since_names_the_notes_citing_changed_code(brain: Brain, repo: P
     for bad in ("--output=/tmp/x", "a..b", "nosuchref"):
         with pytest.raises(InvalidArgument):
             brain.citations.changed_since(bad)
+    # A checkout of the first commit brings the code back: the sync finds it fresh again.
+    assert _state(brain, worker) == "fresh"  # only a tail was added: Queue is unchanged
+    _w(repo, "queue/worker.py", WORKER.replace("self.jobs.pop(0)", "self.jobs.pop()"))
+    _git(repo, "commit", "-qam", "three")
+    _sync(brain)
+    assert _state(brain, worker) == "changed"
+    _git(repo, "checkout", "-q", first)
+    _sync(brain)
+    assert _state(brain, worker) == "fresh"
 
 
 def test_notes_citing_unchanged_files_are_never_touched(brain: Brain, src: Path) -> None:
@@ -394,3 +403,32 @@ def test_cli_notes_changed_since(settings: Any, repo: Path, monkeypatch: pytest.
     rc, out = cli_json("notes", "changed-since", "HEAD~1", "--to", "HEAD")
     assert rc == 0 and [n["zk_id"] for n in out["notes"]] == [zk]
     assert out["notes"][0]["changed_paths"] == ["queue/helpers.py"]
+
+
+def test_a_shared_note_never_carries_a_private_sources_code(brain: Brain, repo: Path,
+                                                           tmp_path: Path) -> None:
+    private = tmp_path / "mine"
+    _w(private, "secret/plan.py", "def plan():\n    return 'private plan'\n")
+    brain.sources.add(str(private), name="mine", project="general", sync=False,
+                      visibility="private")
+    brain.sources.add(str(repo), name="code", project="general", sync=False)
+    with pytest.raises(InvalidArgument):
+        brain.memory.add("shared note", "general", cites=["secret/plan.py::plan"])
+    assert "citations" not in brain.memory.add("see secret/plan.py", "general").note
+    own = brain.memory.add("my private note: secret/plan.py::plan", "general",
+                           visibility="private").note
+    assert own["citations"]["fresh"] == 1
+
+
+def test_the_watcher_re_checks_an_auto_source(brain: Brain, repo: Path) -> None:
+    import time
+
+    brain.sources.add(str(repo), name="code", project="general", trigger="auto")
+    assert brain.sources.wait_idle(30)
+    zk = brain.memory.add("See queue/helpers.py::helper", "general").note["zk_id"]
+    _w(repo, "queue/helpers.py", HELPERS.replace("return 1", "return 2"))
+    # get_payload reads the store only (get_note would check the file itself).
+    deadline = time.monotonic() + 30
+    while _state(brain, zk) != "changed" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _state(brain, zk) == "changed"

@@ -28,7 +28,7 @@ ORIGINS = ("explicit", "detected", "hook")
 MAX_CITES = 16  # citations kept on one note (explicit first, then detected, then hook)
 MAX_REF_CHARS = 512
 MAX_EXCERPT = 1200  # characters of a cited span kept (redacted) to show what was seen
-MAX_SPAN_FILE_BYTES = 2_000_000  # a cited file larger than this is hashed whole, not parsed
+MAX_SPAN_FILE_BYTES = 1_000_000  # a cited file larger than this is hashed whole, not parsed
 # A search hit's fused score (and rerank score) is lowered by this share when its cited code
 # has changed or is gone: it ranks below an equal fresh note, and is never dropped.
 RANK_PENALTY = {CHANGED: 0.10, GONE: 0.20}

@@ -87,7 +87,7 @@ class CitationService:
         explicit = [parse_ref(c) for c in cites]
         if len(explicit) > MAX_CITES:
             raise InvalidArgument(f"at most {MAX_CITES} citations per note", field="cites")
-        sources = self._visible(str(payload.get("project", "")))
+        sources = self._citable(payload)
         found: list[dict[str, Any]] = []
         now = self._now()
         for ref in explicit:
@@ -110,7 +110,7 @@ class CitationService:
         has read it, corrected the note), plus the ones its new text names."""
         now = self._now()
         found: list[dict[str, Any]] = []
-        sources = self._visible(str(payload.get("project", "")))
+        sources = self._citable(payload)
         by_id = {s.id: s for s in sources}
         for c in payload.get("cites") or []:
             rec = by_id.get(str(c.get("src"))) or self._record(str(c.get("src")))
@@ -150,6 +150,14 @@ class CitationService:
                 continue
             return rec, rel.replace(os.sep, "/")
         return None
+
+    def _citable(self, payload: dict[str, Any]) -> list[SourceRecord]:
+        """The sources a note may cite: the caller's, and for a shared note only shared ones
+        (its readers would otherwise read a private source's code in its citations)."""
+        srcs = self._visible(str(payload.get("project", "")))
+        if payload.get("visibility", tenancy.SHARED) == tenancy.SHARED:
+            srcs = [r for r in srcs if r.visibility == tenancy.SHARED]
+        return srcs
 
     def _visible(self, project: str) -> list[SourceRecord]:
         """The caller's sources, the note's project first."""
@@ -267,10 +275,13 @@ class CitationService:
         payload = self.memory.get_payload(zk_id)
         checked = self._recheck(payload["zk_id"], lambda c: True) or payload
         rows = []
+        mine = {r.id for r in self._visible("")}
         for c in checked.get("cites") or []:
             rec = self._record(str(c.get("src")))
             now: dict[str, Any] = (anchor.now_view(rec.root, c, self._redact) if rec
                                    else {"exists": False})
+            if rec is not None and rec.id not in mine:
+                now = {"hidden": True}  # a source the caller may not read: not shown
             if rec is not None and now.get("found"):
                 now["commit"] = self.repos.head(rec.root)
             rows.append({
