@@ -6,8 +6,8 @@
    replay what happens to code: lines moved (a header grows, functions swap places, a new
    function goes in front), bodies edited, functions renamed, files deleted, files renamed
    with ``git mv`` (some also edited, some rewritten so far that git's rename detection,
-   50% similarity, may not pair them: those notes then read ``gone`` where the truth is
-   ``changed``, a miss the figures include). After each commit the source is synced (the indexer's
+   50% similarity, does not pair them: the citation then finds its symbol in the one file
+   git reports added, or reads ``gone``, a miss the figures would include). After each commit the source is synced (the indexer's
    callback re-checks the citing notes) and every note's state is compared with the truth
    the script keeps from its own diffs: ``gone`` once the function was renamed or its file
    deleted, else ``changed`` once its body was edited, else ``fresh``. Precision and recall

@@ -432,3 +432,29 @@ def test_the_watcher_re_checks_an_auto_source(brain: Brain, repo: Path) -> None:
     while _state(brain, zk) != "changed" and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _state(brain, zk) == "changed"
+
+
+@needs_git
+def test_a_symbol_moved_to_a_new_file_is_followed_when_git_shows_one_home(
+        brain: Brain, repo: Path) -> None:
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    brain.sources.add(str(repo), name="code", project="general", sync=False)
+    _sync(brain)
+    zk = brain.memory.add("See queue/helpers.py::helper", "general").note["zk_id"]
+    _w(repo, "queue/helpers.py", "def other():\n    return 0\n")
+    _w(repo, "queue/util.py", "import os\n\n\n" + HELPERS)  # extracted, unchanged
+    _git(repo, "add", "-A")
+    _sync(brain)
+    (c,) = _cites(brain, zk)
+    assert (c["state"], c["path"], c["moved_from"]) == ("fresh", "queue/util.py",
+                                                       "queue/helpers.py")
+    # Two new homes: no guess, the citation is gone.
+    zk2 = brain.memory.add("See queue/util.py::helper", "general").note["zk_id"]
+    (repo / "queue/util.py").unlink()
+    _w(repo, "a/one.py", HELPERS)
+    _w(repo, "b/two.py", HELPERS)
+    _git(repo, "add", "-A")
+    _sync(brain)
+    assert _state(brain, zk2) == "gone"

@@ -13,11 +13,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain.citations import spans
+from brain.citations import git, spans
 from brain.citations.git import Repos, blob_id
 from brain.citations.model import CHANGED, FRESH, GONE, MAX_EXCERPT, MAX_SPAN_FILE_BYTES, Ref
 
 Redactor = Callable[[str], str]
+
+
+class Views(dict[str, "FileView | None"]):
+    """What one re-check has read: each cited file once (path -> view), and git's diff of
+    each anchoring commit against the work tree once (``diffs``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.diffs: dict[str, list[tuple[str, ...]]] = {}
+
+    def diff(self, repos: Repos, root: str, since: str) -> list[tuple[str, ...]]:
+        if since not in self.diffs:
+            self.diffs[since] = repos.diff(root, since)
+        return self.diffs[since]
 
 
 @dataclass(slots=True)
@@ -102,7 +116,7 @@ def unchanged_on_disk(root: str, cite: dict[str, Any]) -> bool:
 
 
 def check(root: str, cite: dict[str, Any], repos: Repos, now: str,
-          views: dict[str, FileView | None]) -> dict[str, Any]:
+          views: Views) -> dict[str, Any]:
     """``cite`` checked against the file now: fresh, changed or gone, with where its span is
     (a symbol or a moved range follows its text; a file git reports renamed is followed).
     ``views`` caches file reads across the citations of one check."""
@@ -111,14 +125,20 @@ def check(root: str, cite: dict[str, Any], repos: Repos, now: str,
     out = dict(cite)
     if view is None:
         # Renames are asked of git from the anchoring commit, where the file had its first name.
-        moved = repos.renamed(root, str(cite.get("commit") or ""),
-                              str(cite.get("moved_from") or path))
+        rows = views.diff(repos, root, str(cite.get("commit") or ""))
+        moved = git.renamed(rows, str(cite.get("moved_from") or path))
         if moved is not None:
             view = _view(root, moved, views)
             if view is not None:
                 out.update(path=moved, moved_from=cite.get("moved_from") or path)
                 path = moved
     out["checked"] = now
+    if view is None and cite.get("kind") == "symbol":
+        found = _symbol_elsewhere(root, cite, repos, views)
+        if found is not None:
+            view = _view(root, found, views)
+            out.update(path=found, moved_from=cite.get("moved_from") or path)
+            path = found
     if view is None:
         out.update(state=GONE, now_hash=None)
         return out
@@ -126,6 +146,13 @@ def check(root: str, cite: dict[str, Any], repos: Repos, now: str,
     kind = str(cite.get("kind", "file"))
     span = span_of(view, kind, cite.get("symbol"), cite.get("lines") or (1, 1), path,
                    old_hash=str(cite.get("hash")))
+    if span is None and kind == "symbol":  # the symbol left its file: moved to a new one?
+        found = _symbol_elsewhere(root, cite, repos, views)
+        moved_view = _view(root, found, views) if found is not None else None
+        if found is not None and moved_view is not None:
+            out.update(path=found, moved_from=cite.get("moved_from") or path,
+                       size=moved_view.size, mtime_ns=moved_view.mtime_ns)
+            span = span_of(moved_view, kind, cite.get("symbol"), None, found)
     if span is None:
         out.update(state=GONE, now_hash=None)
         return out
@@ -136,6 +163,26 @@ def check(root: str, cite: dict[str, Any], repos: Repos, now: str,
         if kind != "lines":
             out["lines"] = list(span.lines)
     return out
+
+
+MAX_ADDED_LOOKED_AT = 64  # files added since the commit searched for a vanished symbol
+
+
+def _symbol_elsewhere(root: str, cite: dict[str, Any], repos: Repos,
+                      views: Views) -> str | None:
+    """The one file git reports added since the anchoring commit that defines the cited
+    symbol (its file was deleted or rewritten beyond git's rename detection, or the symbol
+    moved to a new file); None when there is none, or more than one."""
+    lang = spans.language_of(str(cite.get("path", "")))
+    hits = []
+    added = git.added(views.diff(repos, root, str(cite.get("commit") or "")))
+    for rel in added[:MAX_ADDED_LOOKED_AT]:
+        if spans.language_of(rel) != lang:
+            continue
+        view = _view(root, rel, views)
+        if view is not None and span_of(view, "symbol", cite.get("symbol"), None, rel):
+            hits.append(rel)
+    return hits[0] if len(hits) == 1 else None
 
 
 def now_view(root: str, cite: dict[str, Any], redact: Redactor) -> dict[str, Any]:
@@ -153,7 +200,7 @@ def now_view(root: str, cite: dict[str, Any], redact: Redactor) -> dict[str, Any
             "commit": cite.get("commit_now", ""), "excerpt": _excerpt(view, span, kind, redact)}
 
 
-def _view(root: str, path: str, views: dict[str, FileView | None]) -> FileView | None:
+def _view(root: str, path: str, views: Views) -> FileView | None:
     if path not in views:
         views[path] = read(os.path.join(root, path))
     return views[path]

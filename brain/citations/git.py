@@ -106,28 +106,28 @@ class Repos:
             self._prefixes[root] = found
         return found
 
-    def renamed(self, root: str, since: str, path: str) -> str | None:
-        """Where git says ``path`` (as of commit ``since``) went in the work tree: a rename
-        git reports (``git mv``, or a commit of one), else None."""
+    def diff(self, root: str, since: str) -> list[tuple[str, ...]]:
+        """``git diff --name-status -M since`` (commit against the work tree, staged renames
+        included) as (status letter, path...) rows, paths relative to ``root``. Empty when
+        git cannot answer (no git, not a work tree, an unknown commit)."""
         if not self.enabled or not since:
-            return None
+            return []
         try:
             out = run(root, "diff", "--name-status", "-M", "-z", since, "--")
         except GitError as exc:
-            log.debug("git rename lookup in %s failed: %s", root, exc)
-            return None
+            log.debug("git diff in %s failed: %s", root, exc)
+            return []
+        rows: list[tuple[str, ...]] = []
         top, fields = self.prefix(root), out.split("\0")
         i = 0
         while i < len(fields) and fields[i]:
             status = fields[i]
-            if status.startswith(("R", "C")):
-                old, new = fields[i + 1], fields[i + 2]
-                if status.startswith("R") and old == top + path and new.startswith(top):
-                    return new[len(top):]
-                i += 3
-            else:
-                i += 2
-        return None
+            width = 3 if status.startswith(("R", "C")) else 2
+            paths = fields[i + 1 : i + width]
+            if all(p.startswith(top) for p in paths):
+                rows.append((status[:1], *(p[len(top):] for p in paths)))
+            i += width
+        return rows
 
     def changed(self, root: str, ref: str, to: str | None = None) -> set[str]:
         """Paths (both sides of a rename) changed between ``ref`` and ``to`` (default: the
@@ -151,3 +151,17 @@ class Repos:
             i += width
         top = self.prefix(root)
         return {p[len(top):] for p in paths if p.startswith(top)}
+
+
+def renamed(rows: list[tuple[str, ...]], path: str) -> str | None:
+    """Where ``path`` went, in a :meth:`Repos.diff`: a rename git reports, else None."""
+    for row in rows:
+        if row[0] == "R" and row[1] == path:
+            return row[2]
+    return None
+
+
+def added(rows: list[tuple[str, ...]]) -> list[str]:
+    """The files a :meth:`Repos.diff` reports added (a rename's new side included)."""
+    return [row[-1] for row in rows if row[0] in ("A", "R", "C")]
+

@@ -190,7 +190,7 @@ class CitationService:
         if not keys:
             return 0
         checked = 0
-        views: dict[str, dict[str, anchor.FileView | None]] = {}  # each file read once
+        views: dict[str, anchor.Views] = {}  # per source: each file read once
         for i in range(0, len(keys), _KEY_BATCH):
             batch = set(keys[i : i + _KEY_BATCH])
             flt = Filter(must=(Match("kind", "note"), MatchAny("cite_keys", tuple(batch))))
@@ -204,7 +204,7 @@ class CitationService:
         return checked
 
     def _recheck(self, zk_id: str, which: Any, force: bool = True,
-                 views: dict[str, dict[str, anchor.FileView | None]] | None = None,
+                 views: dict[str, anchor.Views] | None = None,
                  ) -> dict[str, Any] | None:
         """Check the citations of one note that ``which`` selects, under the write lock
         (read again there: a concurrent update re-anchored it); writes only what moved."""
@@ -223,7 +223,7 @@ class CitationService:
                 if rec is None or (not force and anchor.unchanged_on_disk(rec.root, c)):
                     new.append(c)
                     continue
-                views.setdefault(rec.id, {})
+                views.setdefault(rec.id, anchor.Views())
                 new.append(anchor.check(rec.root, c, self.repos, now, views[rec.id]))
             if _same(cites, new):
                 return payload
