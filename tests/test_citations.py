@@ -458,3 +458,17 @@ def test_a_symbol_moved_to_a_new_file_is_followed_when_git_shows_one_home(
     _git(repo, "add", "-A")
     _sync(brain)
     assert _state(brain, zk2) == "gone"
+
+
+def test_handoff_key_files_and_a_resolution_cite_code(brain: Brain, src: Path) -> None:
+    out = brain.sessions.close_session("general", "fix the retries",
+                                       key_files=["queue/worker.py: where retries live",
+                                                  "not a path at all", "docs/none.md"])
+    cites = _cites(brain, out["session_summary"]["zk_id"])
+    assert [(c["origin"], c["path"]) for c in cites] == [("explicit", "queue/worker.py")]
+    failure = brain.mistakes.record_failure("OSError in the worker", "general", "w:OSError")
+    fix = brain.mistakes.record_resolution(failure["note"]["zk_id"], "Retry on OSError",
+                                           cites=["queue/worker.py::retry_with_backoff"])
+    assert fix["fix"]["citations"] == {"state": "fresh", "fresh": 1}
+    with pytest.raises(InvalidArgument):
+        brain.mistakes.record_resolution(failure["note"]["zk_id"], "x", cites=["nope.py"])

@@ -98,8 +98,9 @@ class CitationService:
                     "source you may see; add its folder with add_source, or fix the path",
                     field="cites")
             found.append(cite)
-        soft_refs = [r for r in (_soft_ref(s) for s in soft) if r is not None]
-        for ref in soft_refs + detect.candidates(str(payload.get("content", ""))):
+        for ref in (r for r in (_soft_ref(s) for s in soft or ()) if r is not None):
+            self._add(found, self._anchor(ref, "explicit", sources, now))
+        for ref in detect.candidates(str(payload.get("content", ""))):
             self._add(found, self._anchor(ref, "detected", sources, now))
         for path in self._turn_files(str(payload.get("project", ""))):
             self._add(found, self._anchor(Ref(path), "hook", sources, now))
