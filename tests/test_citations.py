@@ -187,7 +187,9 @@ def test_a_symbol_that_moves_stays_fresh_and_an_edited_body_is_changed(brain: Br
     _w(src, "queue/worker.py", "# a header comment\n# and another\n\n" + WORKER)
     _sync(brain)
     (c,) = _cites(brain, zk)
-    assert (c["state"], c["lines"]) == ("fresh", [9, 15])
+    assert c["state"] == "fresh"
+    (row,) = brain.citations.verify(zk)["citations"]
+    assert (row["state"], row["now"]["lines"]) == ("fresh", [9, 15])
     (r,) = _cites(brain, ranged)
     assert (r["state"], r["lines"]) == ("fresh", [19, 20])  # the range followed its text
     _w(src, "queue/worker.py", WORKER.replace("attempts=3", "attempts=5"))

@@ -100,10 +100,20 @@ def anchor(root: str, rel: str, ref: Ref, origin: str, repos: Repos, now: str,
         return None
     return {
         "path": rel, "kind": kind, "symbol": ref.symbol, "lines": list(span.lines),
-        "hash": span.hash, "origin": origin, "state": FRESH, "commit": repos.head(root),
+        "hash": span.hash, "now_hash": None, "origin": origin, "state": FRESH,
+        "commit": repos.head(root),
         "blob": view.blob, "size": view.size, "mtime_ns": view.mtime_ns, "checked": now,
         "excerpt": _excerpt(view, span, kind, redact),
     }
+
+
+def stat_of(root: str, rel: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of ``root/rel``, or None when there is no such file."""
+    try:
+        st = os.stat(os.path.join(root, rel))
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def unchanged_on_disk(root: str, cite: dict[str, Any]) -> bool:

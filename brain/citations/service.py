@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _KEY_BATCH = 256  # cite_keys matched per store query
+_MAX_SEEN = 100_000  # files whose last index-time check is remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,7 @@ class CitationService:
         self.repos = repos or Repos()
         self.counters = {"notes_checked": 0, "notes_updated": 0, "files_changed": 0}
         self._lock = threading.Lock()
+        self._seen: dict[str, tuple[int, int] | None] = {}  # cite key -> stat last checked
 
     # ------------------------------------------------------------------ write time
     def attach(self, payload: dict[str, Any], cites: Sequence[str] = (),
@@ -186,7 +188,11 @@ class CitationService:
     # ------------------------------------------------------------------ index time
     def files_changed(self, source_id: str, rels: Iterable[str]) -> int:
         """The source index saw ``rels`` of ``source_id`` change (written, deleted, renamed):
-        check the notes citing them, and only those. Returns how many notes were checked."""
+        check the notes citing them, and only those. Returns how many notes were checked.
+
+        A note whose citations only saw their file's size or mtime move is not written: the
+        file's stat is remembered as checked (``_seen``), so a read does not check it again."""
+        rels = set(rels)
         keys = sorted({key_of(source_id, r) for r in rels})
         if not keys:
             return 0
@@ -198,41 +204,59 @@ class CitationService:
             for pt in scroll_all(self.memory.store, flt):
                 checked += 1
                 self._recheck(pt.payload["zk_id"], lambda c, b=batch: _key(c) in b,
-                              views=views)
+                              views=views, seen=pt.payload, write_stat=False)
+        rec = self._record(source_id)
         with self._lock:
             self.counters["files_changed"] += len(keys)
             self.counters["notes_checked"] += checked
+            if rec is not None:
+                if len(self._seen) > _MAX_SEEN:
+                    self._seen.clear()
+                for rel in rels:
+                    self._seen[key_of(source_id, rel)] = anchor.stat_of(rec.root, rel)
         return checked
 
     def _recheck(self, zk_id: str, which: Any, force: bool = True,
                  views: dict[str, anchor.Views] | None = None,
+                 seen: dict[str, Any] | None = None, write_stat: bool = True,
                  ) -> dict[str, Any] | None:
-        """Check the citations of one note that ``which`` selects, under the write lock
-        (read again there: a concurrent update re-anchored it); writes only what moved."""
+        """Check the citations of one note that ``which`` selects; write what moved (with
+        ``write_stat`` False, a moved size or mtime alone is not written). ``seen``: the
+        payload as just read; when its check changes nothing, no lock is taken. A write
+        checks again under the write lock, on the note read there (a concurrent update may
+        have re-anchored it)."""
         m = self.memory
+        views = {} if views is None else views
+        if seen is not None:
+            new = self._checked(seen, which, force, views)
+            if _same(list(seen.get("cites") or []), new, write_stat):
+                return seen
         with m._write_lock:
             pts = m.store.retrieve([point_id(zk_id)])
             if not pts:
                 return None
             payload = pts[0].payload
-            cites = list(payload.get("cites") or [])
-            now = self._now()
-            views = {} if views is None else views
-            new: list[dict[str, Any]] = []
-            for c in cites:
-                rec = self._record(str(c.get("src"))) if which(c) else None
-                if rec is None or (not force and anchor.unchanged_on_disk(rec.root, c)):
-                    new.append(c)
-                    continue
-                views.setdefault(rec.id, anchor.Views())
-                new.append(anchor.check(rec.root, c, self.repos, now, views[rec.id]))
-            if _same(cites, new):
+            new = self._checked(payload, which, force, views)
+            if _same(list(payload.get("cites") or []), new, write_stat):
                 return payload
             fields = _fields(new)
             m.store.set_payload([point_id(zk_id)], fields)
             with self._lock:
                 self.counters["notes_updated"] += 1
             return {**payload, **fields}
+
+    def _checked(self, payload: dict[str, Any], which: Any, force: bool,
+                 views: dict[str, anchor.Views]) -> list[dict[str, Any]]:
+        now = self._now()
+        new: list[dict[str, Any]] = []
+        for c in payload.get("cites") or []:
+            rec = self._record(str(c.get("src"))) if which(c) else None
+            if rec is None or (not force and self._untouched(c)):
+                new.append(c)
+                continue
+            new.append(anchor.check(rec.root, c, self.repos, now,
+                                    views.setdefault(rec.id, anchor.Views())))
+        return new
 
     # ------------------------------------------------------------------ read time
     def refresh(self, payloads: list[dict[str, Any]]) -> None:
@@ -248,8 +272,13 @@ class CitationService:
                                     if k in new})
 
     def _untouched(self, c: dict[str, Any]) -> bool:
+        """Whether a citation's file is as it was when last checked: the size and mtime the
+        note holds, or those the last index-time check of every citing note saw."""
         rec = self._record(str(c.get("src")))
-        return rec is None or anchor.unchanged_on_disk(rec.root, c)
+        if rec is None or anchor.unchanged_on_disk(rec.root, c):
+            return True
+        seen = self._seen.get(_key(c))
+        return seen is not None and seen == anchor.stat_of(rec.root, str(c.get("path")))
 
     def demote(self, cands: list[Candidate]) -> list[Candidate]:
         """Refreshed candidates, those whose cited code changed or is gone lowered by the
@@ -374,10 +403,14 @@ def _store(payload: dict[str, Any], cites: list[dict[str, Any]]) -> None:
         payload.update(_fields(cites))
 
 
-_VOLATILE = ("checked",)
+def _same(a: list[dict[str, Any]], b: list[dict[str, Any]], stat: bool = True) -> bool:
+    """Whether two citation lists differ only in when they were checked; without ``stat``,
+    also in what a read finds again: their files' size and mtime, and the lines a symbol
+    now spans (its hash, not its lines, is what it is known by)."""
+    def strip(c: dict[str, Any]) -> dict[str, Any]:
+        volatile = {"checked"} if stat else {"checked", "size", "mtime_ns"}
+        if not stat and c.get("kind") != "lines":
+            volatile.add("lines")
+        return {k: v for k, v in c.items() if k not in volatile}
 
-
-def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
-    """Whether two citation lists differ only in when they were checked."""
-    strip = [{k: v for k, v in c.items() if k not in _VOLATILE} for c in a]
-    return strip == [{k: v for k, v in c.items() if k not in _VOLATILE} for c in b]
+    return [strip(c) for c in a] == [strip(c) for c in b]
