@@ -474,3 +474,12 @@ def test_handoff_key_files_and_a_resolution_cite_code(brain: Brain, src: Path) -
     assert fix["fix"]["citations"] == {"state": "fresh", "fresh": 1}
     with pytest.raises(InvalidArgument):
         brain.mistakes.record_resolution(failure["note"]["zk_id"], "x", cites=["nope.py"])
+
+
+def test_files_the_source_excludes_are_never_cited(brain: Brain, src: Path) -> None:
+    _w(src, ".env", "API_KEY=abc\n")
+    _w(src, "node_modules/lib/index.js", "function f() {}\n")
+    for path in (".env", "node_modules/lib/index.js::f"):
+        with pytest.raises(InvalidArgument):
+            brain.memory.add("a note", "general", cites=[path])
+    assert "citations" not in brain.memory.add("see node_modules/lib/index.js", "general").note

@@ -21,6 +21,7 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brain import tenancy
@@ -41,6 +42,7 @@ from brain.errors import InvalidArgument
 from brain.limits import MAX_ITEMS
 from brain.notes import point_id
 from brain.redact import redact
+from brain.sources.filters import SourceFilter
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ class CitationService:
         self.counters = {"notes_checked": 0, "notes_updated": 0, "files_changed": 0}
         self._lock = threading.Lock()
         self._seen: dict[str, tuple[int, int] | None] = {}  # cite key -> stat last checked
+        self._filters: dict[tuple[Any, ...], SourceFilter] = {}
 
     # ------------------------------------------------------------------ write time
     def attach(self, payload: dict[str, Any], cites: Sequence[str] = (),
@@ -116,7 +119,7 @@ class CitationService:
         sources = self._citable(payload)
         by_id = {s.id: s for s in sources}
         for c in payload.get("cites") or []:
-            rec = by_id.get(str(c.get("src"))) or self._record(str(c.get("src")))
+            rec = by_id.get(str(c.get("src")))  # a source the caller may no longer cite: kept
             ref = Ref(str(c.get("path")), c.get("symbol"),
                       tuple(c["lines"]) if c.get("kind") == "lines" and c.get("lines") else None)
             fresh = anchor.anchor(rec.root, ref.path, ref, str(c.get("origin")), self.repos,
@@ -148,11 +151,24 @@ class CitationService:
             full = os.path.realpath(raw if os.path.isabs(raw) else os.path.join(root, raw))
             if os.path.commonpath([root, full]) != root or not os.path.isfile(full):
                 continue
-            rel = os.path.relpath(full, root)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
             if rel.startswith("..") or not tenancy.path_readable(rel, ident):
                 continue
-            return rec, rel.replace(os.sep, "/")
+            if not self._filter(rec).admits(rel):
+                continue  # excluded from the source (a secret, a vendored tree): not cited
+            return rec, rel
         return None
+
+    def _filter(self, rec: SourceRecord) -> SourceFilter:
+        key = (rec.id, tuple(rec.exclude), tuple(rec.include), rec.use_gitignore)
+        with self._lock:
+            flt = self._filters.get(key)
+            if flt is None:
+                if len(self._filters) > 256:
+                    self._filters.clear()
+                flt = self._filters[key] = SourceFilter(Path(rec.root), rec.exclude,
+                                                        rec.include, rec.use_gitignore)
+        return flt
 
     def _citable(self, payload: dict[str, Any]) -> list[SourceRecord]:
         """The sources a note may cite: the caller's, and for a shared note only shared ones
