@@ -483,3 +483,13 @@ def test_files_the_source_excludes_are_never_cited(brain: Brain, src: Path) -> N
         with pytest.raises(InvalidArgument):
             brain.memory.add("a note", "general", cites=[path])
     assert "citations" not in brain.memory.add("see node_modules/lib/index.js", "general").note
+
+
+@needs_git
+def test_the_bench_replays_a_small_history(tmp_path: Path) -> None:
+    from bench.citations import flags
+
+    out = flags(tmp_path / "bench", files=4, per_file=3, commits=3, ops=4, seed=3,
+                log=lambda _m: None)
+    assert out["counts"]["total"] == 12 * 3 and out["counts"]["tp"] > 0  # some went stale
+    assert out["stale_precision"] >= 0.95 and out["stale_recall"] >= 0.95
