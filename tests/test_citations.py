@@ -493,3 +493,10 @@ def test_the_bench_replays_a_small_history(tmp_path: Path) -> None:
                 log=lambda _m: None)
     assert out["counts"]["total"] == 12 * 3 and out["counts"]["tp"] > 0  # some went stale
     assert out["stale_precision"] >= 0.95 and out["stale_recall"] >= 0.95
+
+
+def test_hostile_citations_are_typed_errors(brain: Brain, src: Path) -> None:
+    for bad in (["\x00"], ["queue/worker.py\x00"], ["a\nb.py"], [""], ["x" * 600], "a.py",
+                [7]):
+        with pytest.raises(InvalidArgument):
+            brain.memory.add("a note", "general", cites=bad)  # type: ignore[arg-type]

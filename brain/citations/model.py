@@ -59,10 +59,12 @@ def ref_text(path: str, symbol: str | None, lines: Any) -> str:
 
 def parse_ref(value: Any) -> Ref:
     """A caller's citation string as a :class:`Ref`; InvalidArgument when it is not one."""
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_REF_CHARS:
+    if (not isinstance(value, str) or not value.strip() or len(value) > MAX_REF_CHARS
+            or any(ord(ch) < 32 for ch in value)):
         raise InvalidArgument(
             f"cites: {str(value)[:80]!r} is not a citation; write path, path:LINE, "
-            f"path:FIRST-LAST or path::symbol (at most {MAX_REF_CHARS} characters)",
+            f"path:FIRST-LAST or path::symbol (at most {MAX_REF_CHARS} characters, no "
+            "control characters)",
             field="cites")
     m = _REF.match(value.strip().strip("`"))
     if m is None:

@@ -146,10 +146,15 @@ class CitationService:
         """The source and source-relative path of a cited file the caller may read."""
         ident = self.memory.identity
         raw = path.strip()
+        if not raw or "\0" in raw:
+            return None
         for rec in sources:
             root = os.path.realpath(rec.root)
-            full = os.path.realpath(raw if os.path.isabs(raw) else os.path.join(root, raw))
-            if os.path.commonpath([root, full]) != root or not os.path.isfile(full):
+            try:
+                full = os.path.realpath(raw if os.path.isabs(raw) else os.path.join(root, raw))
+                if os.path.commonpath([root, full]) != root or not os.path.isfile(full):
+                    continue
+            except (OSError, ValueError):
                 continue
             rel = os.path.relpath(full, root).replace(os.sep, "/")
             if rel.startswith("..") or not tenancy.path_readable(rel, ident):
