@@ -262,6 +262,8 @@ class MistakeService:
             "unresolved_mistakes": unresolved,
             "count": len(mistakes) + len(fixes) + len(patterns),
             **({"changed_since": changed_since, "changed_notes": changed["notes"],
-                "changed_count": changed["count"]} if changed is not None else {}),
+                "changed_count": changed["count"],
+                "changed_repositories": changed["repositories"]} if changed is not None
+               else {}),
         }
 

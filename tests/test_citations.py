@@ -250,6 +250,7 @@ def test_changed_since_names_the_notes_citing_changed_code(brain: Brain, repo: P
     assert found["notes"][0]["changed_paths"] == ["queue/worker.py"]
     pre = brain.mistakes.preflight_check("anything at all", "general", changed_since="HEAD~1")
     assert [n["zk_id"] for n in pre["changed_notes"]] == [worker]
+    assert pre["changed_repositories"] == 1
     for bad in ("--output=/tmp/x", "a..b", "nosuchref"):
         with pytest.raises(InvalidArgument):
             brain.citations.changed_since(bad)
