@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 _KEY_BATCH = 256  # cite_keys matched per store query
 _MAX_SEEN = 100_000  # files whose last index-time check is remembered
+_RECORD_TTL_S = 2.0  # a source record read is reused this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,7 @@ class CitationService:
         self._lock = threading.Lock()
         self._seen: dict[str, tuple[int, int] | None] = {}  # cite key -> stat last checked
         self._filters: dict[tuple[Any, ...], SourceFilter] = {}
+        self._records: dict[str, tuple[float, SourceRecord | None]] = {}
 
     # ------------------------------------------------------------------ write time
     def attach(self, payload: dict[str, Any], cites: Sequence[str] = (),
@@ -390,7 +393,22 @@ class CitationService:
 
     # ------------------------------------------------------------------ helpers
     def _record(self, source_id: str) -> SourceRecord | None:
-        return self.sources.registry.find(source_id) if source_id else None
+        """The source a citation names, from the registry at most every _RECORD_TTL_S (a
+        search checks the citations of every hit: one registry read each would cost more
+        than the stat it guards)."""
+        if not source_id:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            cached = self._records.get(source_id)
+        if cached is not None and now - cached[0] < _RECORD_TTL_S:
+            return cached[1]
+        rec = self.sources.registry.find(source_id)
+        with self._lock:
+            if len(self._records) > 1024:
+                self._records.clear()
+            self._records[source_id] = (now, rec)
+        return rec
 
     def _redact(self, text: str) -> str:
         return redact(text).text if self.cfg.redact_secrets else text
