@@ -28,9 +28,19 @@ from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
-from mcp_surface import agentic, files, fs, health, models, sources, workflow  # noqa: E402
-from mcp_surface import outputs as out
+from mcp_surface import (  # noqa: E402
+    agentic,
+    citations,
+    files,
+    fs,
+    health,
+    models,
+    sources,
+    workflow,
+)
+from mcp_surface import outputs as out  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
+    Cites,
     Detail,
     OptProject,
     Query,
@@ -150,11 +160,13 @@ def create_server(
         visibility: Literal["shared", "private"] = "shared",
         context: Annotated[Text | None, Field(
             description="Why it matters or what surrounds it; embedded with the content")] = None,
+        cites: Cites = None,
     ) -> dict[str, Any]:
         """Store a note: permanent (linked to similar notes) or fleeting (unsearched until
         distilled)."""
         res = await call(lambda b: b.memory.add(content, project, memory_type, note_kind, tags,
-                                                pinned, visibility, context=context))
+                                                pinned, visibility, context=context,
+                                                cites=cites or ()))
         return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
 
     @tool(mcp, WRITE, out.UPDATED)
@@ -220,7 +232,7 @@ def create_server(
 
 # Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
 # a group that is missing or fails to import stops the server instead of vanishing.
-TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models)
+TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models, citations)
 
 
 def _profile_of(settings: Settings | None, brain: Brain | None) -> Profile:

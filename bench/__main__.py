@@ -103,8 +103,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated subset of locomo,cosqa,speed,llm,tokens (default: all five; "
         "--quick: all but tokens; tokens includes surface; and, only when named, "
         "surface: the tool list's size per profile and AGENTS.md's, in seconds; "
-        "health: integrity scan time at 100k notes; hype: HyPE plumbing on LoCoMo dev with a "
-        "loopback stub model; rebuild: a model switch's cost; quantization: none vs int8)",
+        "health: integrity scan time at 100k notes; citations: stale-flag precision/recall "
+        "over a replayed git history and the re-check cost at 10k notes; hype: HyPE plumbing "
+        "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
+        "quantization: none vs int8)",
     )
     p.add_argument(
         "--merge",
@@ -220,6 +222,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
 
         ctx.log("integrity scan at scale ...")
         results["health"] = await asyncio.to_thread(health.run, ctx.scratch, args.quick, ctx.log)
+        checkpoint()
+    if "citations" in only:
+        from bench import citations
+
+        ctx.log("citations: flags over a replayed git history, re-check cost at 10k notes ...")
+        results["citations"] = await asyncio.to_thread(citations.run, ctx.scratch, args.quick,
+                                                       ctx.log)
         checkpoint()
     if "rebuild" in only:
         from bench import rebuild

@@ -318,6 +318,10 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         parts += ["## Speed", "", speed_section(results["speed"])]
     if "health" in results:
         parts += ["## Vector health", "", health_section(results["health"])]
+    if "citations" in results:
+        from bench.citations import section
+
+        parts += ["## Citations", "", section(results["citations"])]
     if "llm" in results:
         llm = results["llm"]
         parts += [

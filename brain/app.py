@@ -24,6 +24,8 @@ from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loa
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
 from brain.bm25 import BM25Encoder
+from brain.citations.service import CitationConfig, CitationService
+from brain.citations.turns import TURN_TTL_S, TurnFiles
 from brain.clock import Clock, iso
 from brain.decay import DecayPolicy, DecayService
 from brain.embed_remote import (
@@ -140,6 +142,7 @@ class Brain:
             self.bm25,
         )
         self.memory.reranker = reranker
+        self.memory.citer = self.citations
         self.model_switch.attach()
         self._opened = True
         self._start_thread("graph-saver", self._graph_saver)
@@ -292,7 +295,8 @@ class Brain:
 
     @functools.cached_property
     def mistakes(self) -> MistakeService:
-        return MistakeService(self.memory, self.store, self.clock)
+        return MistakeService(self.memory, self.store, self.clock, changed_since=lambda ref, p:
+                              self.citations.changed_since(ref, project=p))
 
     @functools.cached_property
     def decay(self) -> DecayService:
@@ -391,6 +395,7 @@ class Brain:
             store=self.store, embedder=self.embedder, bm25=self.bm25, paths=self.paths,
             clock=self.clock, identity=self.identity,
             model_id=self.meta.model, home=self.home, on_file_written=self.hot_files.record,
+            on_files_changed=lambda sid, rels: self.citations.files_changed(sid, rels),
         )
         cfg = SourcesConfig(
             default_project=s.memory.default_project, concurrency=sync.concurrency,
@@ -400,6 +405,13 @@ class Brain:
             policy=self.search_policy,
         )
         return SourcesService(deps, cfg)
+
+    @functools.cached_property
+    def citations(self) -> CitationService:
+        """Notes' code citations and their staleness (brain/citations)."""
+        cfg = CitationConfig(redact_secrets=self.settings.memory.redact_secrets,
+                             hook_turn_ttl_s=TURN_TTL_S)
+        return CitationService(self.memory, self.sources, self.clock, cfg, TurnFiles(self.home))
 
     @functools.cached_property
     def fs(self) -> FsService:

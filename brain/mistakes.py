@@ -14,6 +14,7 @@ failure signature, stored beside the content, is redacted here.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from brain import tenancy
@@ -66,10 +67,14 @@ def _append(content: str, detail: str, header: str, cap: int) -> str:
 
 
 class MistakeService:
-    def __init__(self, memory: MemoryService, store: VectorStore, clock: Clock) -> None:
+    def __init__(self, memory: MemoryService, store: VectorStore, clock: Clock,
+                 changed_since: Callable[[str, str | None], dict[str, Any]] | None = None,
+                 ) -> None:
         self.memory = memory
         self.store = store
         self.clock = clock
+        # (git ref, project) -> the caller's notes citing code changed since (brain/citations)
+        self.changed_since = changed_since
         self._lock = threading.Lock()
 
     def _redacted_signature(self, sig: str) -> tuple[str, tuple[str, ...]]:
@@ -150,7 +155,8 @@ class MistakeService:
         }
 
     def record_resolution(
-        self, failure_zk_id: str, fix_content: str, project: str | None = None
+        self, failure_zk_id: str, fix_content: str, project: str | None = None,
+        cites: Sequence[str] = (),
     ) -> dict[str, Any]:
         failure = self.memory.get_payload(failure_zk_id)
         if failure.get("note_kind") != "mistake":
@@ -168,6 +174,7 @@ class MistakeService:
             "fix",
             tags=["fix"],
             links=[(fid, "fixes")],
+            cites=cites,
             # As visible as the failure it fixes: a shared fix never names a private note.
             visibility=failure.get("visibility", tenancy.SHARED),
             extra={
@@ -221,11 +228,16 @@ class MistakeService:
         ]
 
     def preflight_check(
-        self, task: str, project: str | None = None, top_k: int = 5
+        self, task: str, project: str | None = None, top_k: int = 5,
+        changed_since: str | None = None,
     ) -> dict[str, Any]:
+        """``changed_since``: a git ref; the result also lists the notes citing code git
+        reports changed since it (``changed_notes``)."""
         check_top_k(top_k, 50)
         if project is not None:
             project = check_project(project)
+        changed = (self.changed_since(changed_since, project)
+                   if changed_since is not None and self.changed_since is not None else None)
         rf = RecallFilter(
             project=project, include_fleeting=True, note_kinds=("mistake", "fix", "pattern")
         )
@@ -249,5 +261,9 @@ class MistakeService:
             "patterns": patterns,
             "unresolved_mistakes": unresolved,
             "count": len(mistakes) + len(fixes) + len(patterns),
+            **({"changed_since": changed_since, "changed_notes": changed["notes"],
+                "changed_count": changed["count"],
+                "changed_repositories": changed["repositories"]} if changed is not None
+               else {}),
         }
 

@@ -7,6 +7,8 @@ import secrets
 import uuid
 from typing import Any
 
+from brain.citations.model import summary as citation_summary
+
 MEMORY_TYPES = ("fleeting", "permanent", "archived")
 NOTE_KINDS = (
     "mistake", "fix", "pattern", "research", "decision", "general",
@@ -70,5 +72,7 @@ def public_note(payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "salience": round(float(payload.get("salience", 0.0)), 4),
         "enriched_by": payload.get("enriched_by"),
         "agent_id": payload.get("agent_id"),
+        # The code it cites, compactly: state, how many fresh, which changed or gone.
+        **({"citations": citation_summary(payload["cites"])} if payload.get("cites") else {}),
         **extra,
     }

@@ -22,7 +22,7 @@ _DROPPED = frozenset({
     "salience", "enriched_by", "agent_id", "similarity", "rerank_score",
 })
 # Lists of notes nested in a hit or a page (preflight's fixes, a fix's mistakes, results).
-_NESTED = ("results", "mistakes", "fixes", "patterns", "fixes_mistakes")
+_NESTED = ("results", "mistakes", "fixes", "patterns", "fixes_mistakes", "changed_notes")
 
 
 def answer_band(scores: list[float], band: float) -> str:

@@ -268,6 +268,7 @@ class SessionService:
             tags=["session"],
             extra=extra,
             autolink=False,
+            soft_cites=files,  # the key files it names: cited when they are in a source
         )
         _step("summary_written")
         links = [(summary.note["zk_id"], "extends")]

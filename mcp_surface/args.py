@@ -71,6 +71,9 @@ Detail = Literal["compact", "full"]
 TagList = Annotated[list[Tag] | None, Field(max_length=MAX_TAGS)]
 Lines = Annotated[list[Line] | None, Field(max_length=MAX_ITEMS)]
 Names = Annotated[list[Name] | None, Field(max_length=MAX_ITEMS)]
+Cites = Annotated[list[Annotated[str, Field(max_length=512)]] | None, Field(
+    max_length=16,
+    description="Code it speaks of: 'path', 'path:12-30', 'path::Class.func'")]
 Ids = Annotated[list[Id] | None, Field(max_length=MAX_ITEMS)]
 Paths = Annotated[list[PathArg] | None, Field(max_length=MAX_ITEMS)]
 Patterns = Annotated[

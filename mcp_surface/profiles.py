@@ -5,8 +5,8 @@
 - ``core`` (default): what a coding agent uses in a session, the 18 tools of the OpenCode
   Brain seed plus ``fs_search``, ``search_files``, ``get_note`` and ``forget_memory``;
 - ``full``: core plus the admin tools, each family folded into one tool with an ``action``
-  argument (``health``, ``sources``, ``changes``, ``fs``, ``files``, ``model``) and
-  ``brain_capabilities``. Every admin action is also a ``brain`` command, which costs the
+  argument (``health``, ``sources``, ``changes``, ``fs``, ``files``, ``model``),
+  ``brain_capabilities`` and ``verify_note``. Every admin action is also a ``brain`` command, which costs the
   agent's context nothing.
 
 Every tool is registered whatever the profile; :class:`ProfileGate` lists only the profile's
@@ -102,6 +102,7 @@ CLI: dict[tuple[str, str], str] = {
     ("fs", "list"): "brain fs list",
     ("fs", "write"): "brain fs write",
     ("brain_capabilities", ""): "brain capabilities",
+    ("verify_note", ""): "brain notes verify",
 }
 
 # Arguments renamed when their tool was folded: old tool -> {old name: new name}.

@@ -9,6 +9,7 @@ from pydantic import Field
 from brain.presentation import present
 from mcp_surface import outputs as out
 from mcp_surface.args import (
+    Cites,
     Detail,
     Excerpt,
     Line,
@@ -74,10 +75,12 @@ def register(mcp: Any, call: Any) -> None:
         failure_zk_id: ZkId,
         fix_content: Annotated[Text, Field(description="The validated fix and why it works")],
         project: OptProject = None,
+        cites: Cites = None,
     ) -> dict[str, Any]:
         """Store a validated fix, linked to its failure (both become permanent)."""
         return await call(
-            lambda b: b.mistakes.record_resolution(failure_zk_id, fix_content, project)
+            lambda b: b.mistakes.record_resolution(failure_zk_id, fix_content, project,
+                                                   cites or ())
         )
 
     @tool(mcp, READ, out.PREFLIGHT)
@@ -86,10 +89,14 @@ def register(mcp: Any, call: Any) -> None:
         project: OptProject = None,
         top_k: Annotated[int, Field(ge=1, le=50)] = 5,
         detail: Detail = "compact",
+        changed_since: Annotated[str | None, Field(max_length=200, description="A git ref")
+                                 ] = None,
     ) -> dict[str, Any]:
-        """Before coding: past mistakes (with fixes) and patterns relevant to the task."""
-        return await call(lambda b: present(b.mistakes.preflight_check(task, project, top_k),
-                                            detail, b.settings.memory.snippet_chars))
+        """Before coding: past mistakes (with fixes) and patterns relevant to the task;
+        changed_since also lists notes whose cited code changed."""
+        return await call(lambda b: present(
+            b.mistakes.preflight_check(task, project, top_k, changed_since), detail,
+            b.settings.memory.snippet_chars))
 
     @tool(mcp, UPKEEP, out.ARCHIVED)
     async def archive_stale_notes(dry_run: bool = True) -> dict[str, Any]:

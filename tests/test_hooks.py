@@ -86,6 +86,7 @@ async def server(home: Path) -> AsyncIterator[Client]:
         "BRAIN__HOME": str(home),
         "BRAIN__EMBEDDING__MODEL": "offline/hash-384",
         "BRAIN__WORKERS__ENRICHMENT__ENABLED": "false",
+        "BRAIN__MCP__TOOLS": "full",  # tests set up sources (an admin tool) through it
         "PYTHONPATH": str(ROOT),
     }
     transport = StdioTransport(

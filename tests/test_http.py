@@ -268,6 +268,7 @@ async def test_every_tool_works_with_the_token(
     hits = await call("search_memory", {"query": "uvloop", "project": p})
     assert {h["zk_id"] for h in hits["results"]} >= {a["zk_id"], b["zk_id"]}
     await call("get_related", {"zk_id": b["zk_id"]})
+    assert (await call("verify_note", {"zk_id": b["zk_id"]}))["citations"] == []  # cites none
     assert (await call("get_note", {"zk_id": a["zk_id"]}))["note"]["content"] == "Use uvloop, v2"
     inbox = await call("get_inbox", {"project": p})
     assert fleeting["zk_id"] in json.dumps(inbox)

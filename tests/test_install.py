@@ -70,6 +70,8 @@ def test_claude_user_wide_install_is_idempotent_and_uninstall_keeps_the_users(
                   "PreCompact", "SessionEnd"):
         cmds = [h["command"] for g in data["hooks"][event] for h in g["hooks"]]
         assert any("brain/hooks/run.py" in c and str(home) in c for c in cmds), event
+    ours = data["hooks"]["PostToolUse"][1]["matcher"]  # shell commands and the file tools
+    assert {"Bash", "Read", "Edit", "Write"} <= set(ours.split("|"))
     servers = read(state)["mcpServers"]
     assert servers["other"] == users_state["mcpServers"]["other"]
     assert servers["brain"]["args"] == [str(ROOT / "mcp_server.py")]

@@ -21,7 +21,8 @@ SEED_18 = {
     "close_session", "brain_stats", "record_failure", "record_resolution", "preflight_check",
     "restore_note", "decay_report", "consolidate_clusters",
 }
-ADMIN = {"health", "sources", "changes", "fs", "files", "model", "brain_capabilities"}
+ADMIN = {"health", "sources", "changes", "fs", "files", "model", "brain_capabilities",
+         "verify_note"}
 
 
 def _chars(tools: list[Any]) -> int:
@@ -195,6 +196,13 @@ def test_every_admin_action_runs_from_the_cli(
     assert run("model", "status")["active"] == 1
     run("model", "estimate", "--model", "offline/hash-384", "--dimension", "64")
     assert "storage" in run("capabilities")
+    from brain.cli.common import open_brain as cli_brain
+
+    with cli_brain() as b:
+        zk = b.memory.add("retry_with_backoff in app.py returns 3", "p", autolink=False,
+                          cites=["app.py::retry_with_backoff"]).note["zk_id"]
+    verified = run("notes", "verify", zk)
+    assert verified["zk_id"] == zk and verified["citations"][0]["state"] == "fresh", verified
     run("source", "remove", "proj")
     expected = {" ".join(c.split()[1:3]) if c.split()[1] not in ("sync", "ingest",
                 "capabilities", "repair-orphans") else c.split()[1] for c in CLI.values()}

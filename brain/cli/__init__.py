@@ -17,6 +17,7 @@ from brain.cli import (
     install,
     maintenance,
     model,
+    notes,
     owner,
     seed,
     serve,
@@ -27,7 +28,7 @@ from brain.cli.common import open_brain, print_json
 from brain.errors import BrainError
 
 COMMANDS = (serve, maintenance, health, seed, sources, changes, files, bench, owner, snapshots,
-            install, model)
+            install, model, notes)
 
 
 def build_parser() -> argparse.ArgumentParser:

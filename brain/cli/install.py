@@ -45,7 +45,9 @@ HOOK_TIMEOUT_S = 10  # Claude Code's outer bound; the hook's own deadline is at 
 CLAUDE_EVENTS: tuple[tuple[str, str | None, str], ...] = (
     ("SessionStart", None, "session-start"),
     ("UserPromptSubmit", None, "user-prompt"),
-    ("PostToolUse", "Bash", "post-tool"),
+    # Bash: failures and their fixes; the file tools: what the turn read or edited, which a
+    # note written in that turn cites (brain/citations/turns.py).
+    ("PostToolUse", "Bash|Read|Edit|Write|MultiEdit|NotebookEdit", "post-tool"),
     ("PostToolUseFailure", "Bash", "post-tool"),
     ("PreCompact", None, "pre-compact"),
     ("SessionEnd", None, "session-end"),

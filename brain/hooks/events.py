@@ -5,6 +5,8 @@
   budget; nothing when nothing is relevant.
 - ``post-tool``: a failed shell command becomes record_failure (signature = command shape +
   error class); a later success of the same shape becomes record_resolution of that failure.
+  A file read or edited joins the session's turn (``turns`` in the state file): a note
+  written in that turn cites it (brain/citations/turns.py). ``user-prompt`` starts a turn.
 - ``pre-compact`` / ``session-end`` / ``stop``: close_session with a summary of the transcript
   (``stop`` only when the session has moved on since its last handoff, and not more often
   than STOP_EVERY_S: it fires after every turn), and a bounded ``transcript_excerpt``
@@ -36,6 +38,10 @@ MAX_FAILURE_OUTPUT = 2000  # characters of a failed command's output kept in the
 MAX_PENDING = 200  # failed shapes remembered while waiting for their fix
 PENDING_TTL_S = 7 * 86_400
 SHELL_TOOLS = frozenset({"Bash", "bash", "shell"})
+FILE_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "read", "edit",
+                        "write", "patch"})
+MAX_TURN_FILES = 32  # files remembered per turn (brain/citations/turns.py reads as many)
+MAX_TURNS = 50  # sessions whose turn is remembered
 _PROJECT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -91,6 +97,7 @@ def handle(event: str, payload: dict[str, Any], ctx: Context) -> str:
     if event == "session-start":
         return session_start(payload, project, ctx)
     if event == "user-prompt":
+        new_turn(payload, project, ctx)
         briefing = deferred_briefing(payload, project, ctx)
         found = user_prompt(payload, project, ctx)
         return "\n\n".join(t for t in (briefing, found) if t)
@@ -187,7 +194,47 @@ def _command_result(payload: dict[str, Any]) -> tuple[str, str, int | None, bool
     return command, output, code, failed
 
 
+def new_turn(payload: dict[str, Any], project: str, ctx: Context) -> None:
+    """A prompt starts the session's next turn: no file touched yet."""
+    session = str(payload.get("session_id") or "")
+    if not session:
+        return
+    with client.state(ctx.home) as st:
+        turns = st.setdefault("turns", {})
+        turns[session] = {"project": project, "user_id": ctx.caller.get("user_id", ""),
+                          "at": time.time(), "files": []}
+        for k in sorted(turns, key=lambda k: float(turns[k].get("at") or 0))[:-MAX_TURNS]:
+            del turns[k]
+
+
+def touched_file(payload: dict[str, Any], project: str, ctx: Context) -> None:
+    """A file the agent read or edited: it joins the session's current turn."""
+    tool_input = payload.get("tool_input")
+    if payload.get("tool_name") not in FILE_TOOLS or not isinstance(tool_input, dict):
+        return
+    path = tool_input.get("file_path") or tool_input.get("filePath") or tool_input.get("path")
+    session = str(payload.get("session_id") or "")
+    if not isinstance(path, str) or not path or not session or len(path) > 4096:
+        return
+    if not os.path.isabs(path):
+        path = os.path.join(str(payload.get("cwd") or "."), path)
+    with client.state(ctx.home) as st:
+        turns = st.setdefault("turns", {})
+        turn = turns.get(session)
+        if not isinstance(turn, dict) or turn.get("project") != project:
+            turn = turns[session] = {"project": project, "files": []}
+        turn["user_id"] = ctx.caller.get("user_id", "")
+        turn["at"] = time.time()
+        files = [f for f in turn.get("files") or [] if f != path]
+        turn["files"] = [*files, path][-MAX_TURN_FILES:]
+        for k in sorted(turns, key=lambda k: float(turns[k].get("at") or 0))[:-MAX_TURNS]:
+            del turns[k]
+
+
 def post_tool(payload: dict[str, Any], project: str, ctx: Context) -> None:
+    if payload.get("tool_name") in FILE_TOOLS:
+        touched_file(payload, project, ctx)
+        return
     res = _command_result(payload)
     if res is None:
         return

@@ -99,6 +99,15 @@ export const OpencodeBrain = async ({ directory, worktree }) => {
     "tool.execute.after": async (input, output) => {
       const args = input?.args ?? {}
       record(input?.sessionID, { tool: input?.tool, input: args })
+      const file = args.filePath ?? args.path
+      if (["read", "edit", "write", "patch"].includes(input?.tool) && typeof file === "string") {
+        // What the turn read or edited: a note written in it cites the file.
+        await runHook("post-tool", {
+          hook_event_name: "PostToolUse", session_id: input.sessionID, cwd,
+          tool_name: input.tool, tool_input: { file_path: file },
+        })
+        return
+      }
       if (input?.tool !== "bash" || !args.command) return
       const exit = output?.metadata?.exit
       await runHook("post-tool", {

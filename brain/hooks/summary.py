@@ -50,6 +50,16 @@ class _Budget:
 
 
 # ------------------------------------------------------------------------------ injected
+def code_mark(note: dict[str, Any]) -> str:
+    """What a note's citations say, when its cited code is no longer what it saw:
+    `` [cited code changed: a.py::f]`` or `` [cited code gone: b.py]``; "" when fresh."""
+    cites = note.get("citations")
+    if not isinstance(cites, dict) or cites.get("state") in (None, "fresh"):
+        return ""
+    refs = [str(r) for r in (cites.get("changed") or []) + (cites.get("gone") or [])][:3]
+    return f" [cited code {cites.get('state')}: {_one_line(', '.join(refs), 160)}; read the code first]"
+
+
 def render_session(opened: dict[str, Any], budget_tokens: int) -> str:
     """open_session's answer as a short briefing: handoff, open thread, mistakes with their
     fixes, decisions, context notes, pinned notes, inbox count."""
@@ -87,6 +97,7 @@ def render_session(opened: dict[str, Any], budget_tokens: int) -> str:
             continue
         for note in notes:
             line = f"- [{note.get('zk_id')}] {_one_line(note.get('title') or note.get('content'), 160)}"
+            line += code_mark(note)
             for fix in fixes.get(str(note.get("zk_id")), [])[:2]:
                 line += f" -> fix: {fix}"
             if not b.add(line):
@@ -107,7 +118,7 @@ def render_hits(hits: list[dict[str, Any]], budget_tokens: int) -> str:
     for hit in hits:
         title = _one_line(hit.get("title"), 120)
         body = _one_line(hit.get("snippet") or hit.get("content"), 300)  # compact or full hits
-        short = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}"
+        short = f"- [{hit.get('zk_id')}] ({hit.get('note_kind')}) {title}{code_mark(hit)}"
         # A compact hit whose title is its whole content has an empty snippet: title alone.
         if not b.add(f"{short}: {body}" if body else short) and (not body or not b.add(short)):
             break

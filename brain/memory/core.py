@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,6 +57,20 @@ class MemoryConfig:
     user_id: str
     agent_id: str
     half_life_days: float  # of salience, until the store records the one its keys use
+
+
+class Citer(Protocol):
+    """What the memory asks of the citations (brain/citations/service.py): anchor a new
+    note's citations, re-anchor an updated one, and check and rank search hits."""
+
+    def attach(self, payload: dict[str, Any], cites: Sequence[str] = (),
+               soft: Sequence[str] = ()) -> None: ...
+
+    def reanchor(self, payload: dict[str, Any]) -> None: ...
+
+    def refresh(self, payloads: list[dict[str, Any]]) -> None: ...
+
+    def demote(self, cands: list[Any]) -> list[Any]: ...
 
 
 class SessionThreads:
@@ -186,6 +200,8 @@ class NoteCore:
         # the Obsidian mirror subscribe here.
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self._hype: bool | None = None  # whether the store holds HyPE points (lazy)
+        # Set by brain/app.py: the citations of notes (none: notes carry no citations).
+        self.citer: Citer | None = None
 
     def has_hype(self) -> bool:
         """Whether any hypothetical-question point exists: a search skips the HyPE leg

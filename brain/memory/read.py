@@ -75,6 +75,8 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
             for c, score in zip(cands, scores, strict=True):
                 c.rerank = score
             cands.sort(key=lambda c: (-(c.rerank or 0.0), c.id))
+    if m.citer is not None:  # cited code changed or gone: below an equal fresh note
+        cands = m.citer.demote(cands)
     return cands[:limit]
 
 
@@ -91,6 +93,8 @@ def get(m: NoteCore, zk_id: str) -> dict[str, Any]:
     """One whole note the caller may see, access-stamped (the ``get_note`` tool)."""
     payload = m.get_payload(zk_id)
     m.stamp_access([payload["zk_id"]])
+    if m.citer is not None:
+        m.citer.refresh([payload])
     return m.public(payload)
 
 

@@ -116,7 +116,11 @@ def add(
     links: Sequence[tuple[str, str]] = (),
     autolink: bool = True,
     context: str | None = None,
+    cites: Sequence[str] = (),
+    soft_cites: Sequence[str] = (),
 ) -> WriteResult:
+    """``cites``: code the note cites (each must resolve); ``soft_cites``: references kept
+    when they resolve (close_session's key_files). See brain/citations."""
     targets = []
     for target, relation in links:
         require_enum(relation, RELATIONS, "relation")
@@ -133,6 +137,8 @@ def add(
         raise InvalidArgument("a shared note cannot link to a private one (its readers "
                               "would learn the id); make this note private too",
                               field="visibility")
+    if m.citer is not None:  # before the write: a citation that does not resolve refuses it
+        m.citer.attach(payload, cites, soft_cites)
     project = payload["project"]
     with m._write_lock:
         zk_id = _unused_id(m)
@@ -252,6 +258,8 @@ def update(m: NoteCore, zk_id: str, new_content: str) -> WriteResult:
             "enriched_by": "heuristic",
             "embed_model": m.meta.model,
         }
+        if m.citer is not None:  # the caller has read the code again: anchor to it now
+            m.citer.reanchor(payload)
         dense, sparse = m._vectors(payload)
         m.store.upsert([Point(point_id(payload["zk_id"]), payload, dense, sparse)])
         # Questions of the old content would find the new one: gone now, rewritten by the

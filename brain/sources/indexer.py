@@ -81,6 +81,8 @@ def estimate_tokens(text: str) -> int:
 
 # (project, source id, path, owner fields of the source): the hot-file counter (brain/health).
 FileWritten = Callable[[str, str, str, dict[str, str]], None]
+# (source id, paths written or deleted by one run): the citations' re-check (brain/citations).
+FilesChanged = Callable[[str, set[str]], object]
 
 
 class Indexer:
@@ -96,9 +98,11 @@ class Indexer:
         embed_batch: int = 128,
         max_scan_files: int = 200_000,
         on_file_written: FileWritten | None = None,
+        on_files_changed: FilesChanged | None = None,
     ) -> None:
         self.store = store
         self._on_file_written = on_file_written
+        self._on_files_changed = on_files_changed
         self.embedder = embedder
         self.bm25 = bm25
         self.registry = registry
@@ -145,7 +149,16 @@ class Indexer:
         finally:
             run.stats.elapsed_s = time.perf_counter() - t0
             run.stats.cancelled = ctl.cancel.is_set()
+            self._files_changed(rec, run.touched)
         return run.stats
+
+    def _files_changed(self, rec: SourceRecord, rels: set[str]) -> None:
+        if self._on_files_changed is None or not rels:
+            return
+        try:
+            self._on_files_changed(rec.id, rels)
+        except Exception:  # noqa: BLE001 - a re-check never breaks a sync
+            log.exception("citation re-check failed")
 
     # ------------------------------------------------------------------ pieces
     def chunk(

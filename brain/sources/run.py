@@ -82,6 +82,8 @@ class Run:
     stats: RunStats = field(init=False)
     states: dict[str, FileState] = field(init=False)
     progress: dict[str, Any] = field(init=False)
+    # Files whose points were written or deleted by this run (the citations re-check them).
+    touched: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.scope = self.scope.strip("/") if self.scope else None

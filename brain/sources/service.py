@@ -27,7 +27,7 @@ from brain.sources import search as fs
 from brain.sources import upkeep
 from brain.sources.arguments import check_fields, guard_home, parse_ts, rel_or_none
 from brain.sources.filters import is_floored
-from brain.sources.indexer import SOURCE_KINDS, FileWritten, Indexer
+from brain.sources.indexer import SOURCE_KINDS, FilesChanged, FileWritten, Indexer
 from brain.sources.queue import Job, SyncQueue
 from brain.sources.registry import Registry, SourceRecord, new_source_id
 from brain.sources.scheduler import SourcesConfig, SyncScheduler
@@ -51,6 +51,7 @@ class SourcesDeps:
     model_id: str  # the model that built the store: stamped on every point
     home: Path  # the data dir: sources.db lives in it, and no source indexes it
     on_file_written: FileWritten | None = None  # the hot-file counter (brain/health)
+    on_files_changed: FilesChanged | None = None  # the citations' re-check (brain/citations)
 
 
 class SourcesService:
@@ -71,6 +72,7 @@ class SourcesService:
             embed_batch=cfg.embed_batch,
             max_scan_files=cfg.max_scan_files,
             on_file_written=deps.on_file_written,
+            on_files_changed=deps.on_files_changed,
         )
         self.scheduler = SyncScheduler(
             self.registry, self.indexer, deps.store, deps.paths, deps.clock, cfg

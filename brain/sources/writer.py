@@ -88,6 +88,7 @@ class Writer:
         ix.registry.put_states(rec.id, states)
         for w in works:
             ix.file_written(rec, w.entry.rel)
+            run.touched.add(w.entry.rel)
         run.progress["chunks_reused"] = stats.chunks_reused
 
     def delete(self, rels: set[str]) -> None:
@@ -115,3 +116,4 @@ class Writer:
             )
             ix.registry.delete_states(run.rec.id, group)
             run.stats.files_deleted += len(group)
+            run.touched.update(group)

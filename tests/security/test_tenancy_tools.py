@@ -164,6 +164,13 @@ async def _populate(w: World) -> None:
             wrote = await _ok(w, "fs_write", source=ids[key], path="written.md",
                               content=f"{word} written through fs_write\n")
             ids[f"chg_{key}"] = wrote["change"]["id"]
+    # A note citing code in alice's shared source, whose code then changed: its staleness
+    # (verify_note, search hits, preflight) is alice's alone.
+    cited = await _ok(w, "add_memory", content="amkshperm deployment notes are cited",
+                      cites=[str(w.tmp / "src_shared" / "notes.md")])
+    ids["cited"] = cited["note"]["zk_id"]
+    _write(w.tmp / "src_shared" / "notes.md", "# amksrcshared\n\nchanged deployment notes.\n")
+    assert (await _ok(w, "sync_source", source=ids["src_shared"], wait=True))["status"] == "done"
     # Removed without purge: its points are alice's orphans.
     await _ok(w, "remove_source", source=ids["src_gone"])
     w.bob_dir = w.tmp / "bobs"
@@ -208,7 +215,9 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
         "record_failure": [{"content": "other ImportError", "project": "general",
                             "failure_signature": signature}],
         "record_resolution": [{"failure_zk_id": ids["mistake"], "fix_content": "a fix"}],
-        "preflight_check": [{"task": ALL_WORDS, "top_k": 50}],
+        "preflight_check": [{"task": ALL_WORDS, "top_k": 50},
+                            {"task": ALL_WORDS, "top_k": 50, "changed_since": "HEAD"}],
+        "verify_note": [{"zk_id": note}, {"zk_id": ids["cited"]}],
         "archive_stale_notes": [{"dry_run": True}, {"dry_run": False}],
         "decay_report": [{"limit": 500}],
         "deep_search": [{**q, "top_k": 100, "filters": everything}],
@@ -255,7 +264,7 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
 # What a refused call on a foreign object must say: the code an unknown id gets.
 NOT_FOUND = {
     "update_memory": "NOTE_NOT_FOUND", "get_related": "NOTE_NOT_FOUND",
-    "get_note": "NOTE_NOT_FOUND",
+    "get_note": "NOTE_NOT_FOUND", "verify_note": "NOTE_NOT_FOUND",
     "distill_to_permanent": "NOTE_NOT_FOUND", "restore_note": "NOTE_NOT_FOUND",
     "forget_memory": "NOTE_NOT_FOUND", "record_resolution": "NOTE_NOT_FOUND",
     "get_file": "FILE_NOT_FOUND", "reprocess_file": "FILE_NOT_FOUND",
@@ -378,6 +387,7 @@ async def test_a_sibling_agent_never_reaches_private_data(world: World) -> None:
     aimed["record_resolution"] = [{"failure_zk_id": ids["note_private_perm"],
                                    "fix_content": "a fix"}]
     aimed["restore_note"] = [{"zk_id": ids["note_private_perm"]}]
+    aimed["verify_note"] = [{"zk_id": ids["note_private_perm"]}]  # a1's shared ones are shared
     aimed["sync_status"] = [{"job_id": ids["job_src_private"]}, {"source": ids["src_private"]},
                             {}]
     aimed["cancel_sync"] = [{"job_id": ids["job_src_private"]}, {"source": ids["src_private"]}]
@@ -413,6 +423,8 @@ async def _alice_sees_her_own(w: World) -> None:
     ])
     for what, word in {**SHARED, **PRIVATE}.items():
         assert word in seen, f"alice does not see her own {what}"
+    ok, text = await w.call(ALICE, "verify_note", {"zk_id": w.ids["cited"]})
+    assert ok and '"state":"changed"' in text.replace(" ", ""), text
     ok, text = await w.call(ALICE, "get_file", {"file_id": w.ids["doc_private"]})
     assert ok and "amkdocprivate" in text
     ok, _ = await w.call(ALICE, "sync_status", {"job_id": w.ids["job_src_shared"]})

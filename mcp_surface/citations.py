@@ -1,0 +1,17 @@
+"""Code citations of notes (full profile): check a note's cited code against the code as it
+is now. ``brain notes verify`` does the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_surface.args import ZkId
+from mcp_surface.lean import UPKEEP, tool
+
+
+def register(mcp: Any, call: Any) -> None:
+    @tool(mcp, UPKEEP)
+    async def verify_note(zk_id: ZkId) -> dict[str, Any]:
+        """A note's cited code as seen then beside as it is now (fresh, changed, gone); fix
+        the note with update_memory."""
+        return await call(lambda b: b.citations.verify(zk_id))
