@@ -151,18 +151,18 @@ def create_server(
 
     @tool(mcp, WRITE, out.WRITTEN)
     async def add_memory(
-        content: Annotated[Text, Field(description="One idea per note")],
+        content: Text,
         project: OptProject = None,
         memory_type: MemoryType = "permanent",
         note_kind: NoteKind = "general",
         tags: TagList = None,
         pinned: bool = False,
         visibility: Literal["shared", "private"] = "shared",
-        context: Annotated[Text | None, Field(
-            description="Why it matters or what surrounds it; embedded with the content")] = None,
+        context: Annotated[Text | None, Field(description="Why it matters; embedded too")
+                           ] = None,
         cites: Cites = None,
     ) -> dict[str, Any]:
-        """Store a note: permanent (linked to similar notes) or fleeting (unsearched until
+        """Store one idea: permanent (linked to similar notes) or fleeting (unsearched until
         distilled)."""
         res = await call(lambda b: b.memory.add(content, project, memory_type, note_kind, tags,
                                                 pinned, visibility, context=context,
@@ -181,8 +181,7 @@ def create_server(
         top_k: TopK = 5,
         project: FilterProject = None,
         filters: RecallFilters | None = None,
-        include_files: Annotated[bool, Field(description="Also uploaded documents' passages")
-                                 ] = False,
+        include_files: bool = False,
         files_threshold: Similarity | None = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
