@@ -99,7 +99,7 @@ class Guard(BaseHTTPMiddleware):
         res = await self._check(request, call_next)
         res.headers["Content-Security-Policy"] = CSP
         res.headers["X-Content-Type-Options"] = "nosniff"
-        res.headers["Referrer-Policy"] = "no-referrer"
+        res.headers["Referrer-Policy"] = "same-origin"  # no-referrer makes Origin "null"
         res.headers["X-Frame-Options"] = "DENY"
         res.headers["Cross-Origin-Opener-Policy"] = "same-origin"
         res.headers["Cross-Origin-Resource-Policy"] = "same-origin"

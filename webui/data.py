@@ -75,7 +75,10 @@ def note(b: Brain, zk_id: str) -> dict[str, Any]:
     if not p.get("forgotten"):
         out_ids = set(p.get("links", []))
         for r in m.related(p["zk_id"], 1)["related"]:
-            (links_out if r["zk_id"] in out_ids else links_in).append(r)
+            if r["zk_id"] in out_ids:
+                links_out.append(r)
+            if p["zk_id"] in {link["zk_id"] for link in r["links"]}:  # it links here
+                links_in.append(r)
     return {"note": shown, "links_out": links_out, "links_in": links_in,
             "curve": salience_curve(b, p)}
 
@@ -187,7 +190,7 @@ def sources(b: Brain, page: int) -> dict[str, Any]:
 def document(b: Brain, file_id: str, page: int) -> dict[str, Any]:
     """One uploaded document (get_file: the caller's only) and a page of its chunks."""
     rec = b.files.get(file_id)
-    flt = Filter(must=(Match("kind", "doc_chunk"), Match("file_id", rec["file_id"]),
+    flt = Filter(must=(Match("kind", "doc_chunk"), Match("file_id", rec["id"]),
                        *tenancy.conditions(b.memory.identity)))
     chunks, offset = [], None
     while len(chunks) < SCAN_CAP:

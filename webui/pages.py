@@ -8,6 +8,7 @@ renders a template. Adding a page here means adding its case to the tenancy test
 from __future__ import annotations
 
 from typing import Any, get_args
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -60,7 +61,12 @@ async def search(request: Request) -> Response:
     form = {"q": q, "scope": scope, "kinds": kinds, "tags": ", ".join(tags),
             "project": _project(request) or "",
             "include_fleeting": request.query_params.get("fleeting") == "1",
-            "all_projects": request.query_params.get("all") == "1"}
+            # a person searches everything unless they name a project (the tools' default
+            # project is an agent's working scope)
+            "all_projects": not _project(request)}
+    form["base"] = "/search?" + urlencode(
+        [("q", q), ("scope", scope), ("project", form["project"]), ("tags", form["tags"]),
+         *[("kind", k) for k in kinds], *([("fleeting", "1")] if form["include_fleeting"] else [])])
     page = _page_no(request)
     found = None
     if q:
