@@ -108,8 +108,8 @@ def graph_project(b: Brain, project: str | None) -> dict[str, Any]:
     picked: dict[str, dict[str, Any]] = {}
     hubs = b.graph.hubs()[:GRAPH_SCAN]
     for start in range(0, len(hubs), 256):
-        ids = [z for z, _ in hubs[start:start + 256]]
-        for pt in b.store.retrieve([_point(z) for z in ids]):
+        batch = [z for z, _ in hubs[start:start + 256]]
+        for pt in b.store.retrieve([_point(z) for z in batch]):
             p = pt.payload
             if (p.get("kind") == "note" and not p.get("forgotten") and m.visible(p)
                     and (project is None or p.get("project") == project)):
@@ -192,7 +192,8 @@ def document(b: Brain, file_id: str, page: int) -> dict[str, Any]:
     rec = b.files.get(file_id)
     flt = Filter(must=(Match("kind", "doc_chunk"), Match("file_id", rec["id"]),
                        *tenancy.conditions(b.memory.identity)))
-    chunks, offset = [], None
+    chunks: list[dict[str, Any]] = []
+    offset: str | None = None
     while len(chunks) < SCAN_CAP:
         pts, offset = b.store.scroll(flt, limit=256, offset=offset)
         chunks.extend(p.payload for p in pts)

@@ -58,7 +58,9 @@ async def search(request: Request) -> Response:
     if any(k not in KINDS for k in kinds):
         raise InvalidArgument(f"kind must be one of {list(KINDS)}", field="kind")
     tags = [t.strip() for t in _arg(request, "tags", 1024).split(",") if t.strip()]
-    form = {"q": q, "scope": scope, "kinds": kinds, "tags": ", ".join(tags),
+    project = _project(request)
+    fleeting = request.query_params.get("fleeting") == "1"
+    form: dict[str, Any] = {"q": q, "scope": scope, "kinds": kinds, "tags": ", ".join(tags),
             "project": _project(request) or "",
             "include_fleeting": request.query_params.get("fleeting") == "1",
             # a person searches everything unless they name a project (the tools' default
@@ -71,8 +73,7 @@ async def search(request: Request) -> Response:
     found = None
     if q:
         found = await ui.run(request, lambda b: data.search(
-            b, q, form["project"] or None, kinds, tags, form["include_fleeting"],
-            form["all_projects"], scope, page))
+            b, q, project, kinds, tags, fleeting, project is None, scope, page))
     return ui.page(request, "search.html", form=form, found=found, kinds=KINDS, page=page)
 
 
