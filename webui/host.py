@@ -131,7 +131,7 @@ def attach(router: Any, settings: Settings, *, start: bool) -> UIHost:
         if start:
             try:
                 await host.start(tg)
-            except BrainError as exc:  # the tools keep working without the explorer
+            except Exception as exc:  # noqa: BLE001 - the tools keep working without it
                 log.error("web explorer not started: %s", exc)
 
     router.on_owner.append(on_owner)

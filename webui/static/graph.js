@@ -12,9 +12,12 @@ async function draw() {
     info.textContent = `${data.error}: ${data.message}`;
     return;
   }
+  const kinds = [...new Set(data.nodes.map((n) => n.kind))];
   const elements = [];
   for (const n of data.nodes) {
-    elements.push({ data: { id: n.id, label: n.label, cluster: n.cluster ?? 0,
+    // the project map colours clusters; a neighbourhood colours note kinds
+    const colour = n.cluster ?? kinds.indexOf(n.kind);
+    elements.push({ data: { id: n.id, label: n.label, cluster: colour,
       degree: n.degree ?? 1, root: n.root ? 1 : 0 } });
   }
   for (const e of data.edges) {
@@ -24,6 +27,8 @@ async function draw() {
   const cy = window.cytoscape({
     container: box,
     elements,
+    maxZoom: 1.4,
+    minZoom: 0.1,
     style: [
       { selector: "node", style: {
         "background-color": (el) => PALETTE[el.data("cluster") % PALETTE.length],
