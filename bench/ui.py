@@ -47,7 +47,7 @@ def _vectors(embedder: Any, texts: list[str], distinct: int, seed: int = 0) -> A
     def row(i: int) -> list[float]:
         if i < distinct:
             return base[i].tolist()
-        v = base[i % distinct] + rng.normal(0.0, 0.02, base.shape[1]).astype("float32")
+        v = base[i % distinct] + np.asarray(rng.normal(0.0, 0.02, base.shape[1]), "float32")
         return (v / np.linalg.norm(v)).tolist()
 
     return row

@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 import anyio
+import uvicorn  # already loaded: the owner endpoint serves on it too
 
 from brain.errors import BrainError
 from brain.identity import Identity
@@ -48,8 +49,6 @@ class UIHost:
 
     async def start(self, tg: Any | None = None) -> None:
         """Serve the explorer on ``[ui] host:port`` (refused with UI_PORT_IN_USE)."""
-        import uvicorn
-
         from webui.app import create_app
 
         if self._uv is not None:
@@ -107,18 +106,12 @@ class UIHost:
             self._uv.should_exit = True
 
 
-class _Quiet:
+class _Quiet(uvicorn.Server):
     """uvicorn.Server without its signal handlers (the owner process has its own)."""
 
-    def __new__(cls, config: Any) -> Any:
-        import uvicorn
-
-        class Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self) -> Any:
-                yield
-
-        return Server(config)
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
 
 
 def attach(router: Any, settings: Settings, *, start: bool) -> UIHost:
