@@ -21,7 +21,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
@@ -157,10 +157,9 @@ class Forbidden(BrainError):
 STATUS[Forbidden] = 403
 
 
-def create_app(state: Any, logins: Logins, *, port: int = 0,
-               hosts: Iterable[str] | None = None) -> Starlette:
+def create_app(state: Any, logins: Logins, *, hosts: Iterable[str] | None = None) -> Starlette:
     """The explorer over ``state.brain``. ``hosts``: the Host names accepted (default the
-    loopback names, with and without ``port``)."""
+    loopback names; the port is not checked)."""
     from webui import actions, pages
 
     if hosts is None:
@@ -173,4 +172,4 @@ def create_app(state: Any, logins: Logins, *, port: int = 0,
     return app
 
 
-__all__ = ["UI", "Route", "checked_form", "create_app", "ui_of"]
+__all__ = ["UI", "checked_form", "create_app", "cross_site", "ui_of"]
