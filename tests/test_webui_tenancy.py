@@ -21,6 +21,7 @@ from starlette.routing import Mount, Route
 
 from brain import owner as own
 from brain.identity import Identity, acting_as
+from brain.limits import MAX_QUERY_CHARS
 from tests.webui_support import live_ui, make_brain, seed
 from webui.app import create_app
 
@@ -72,7 +73,8 @@ GET_CASES: dict[str, list[str]] = {
     "/search": ["/search?q=caching+decision+redis", "/search?q=eviction+redis&scope=notes",
                 "/search?q=redis+cache+ttl&scope=files",
                 "/search?q=cache+tier+eviction&scope=documents",
-                "/search?q=caching+decision&project=shop&fleeting=1&kind=decision"],
+                "/search?q=caching+decision&project=shop&fleeting=1&kind=decision"
+                "&max_age_days=30&min_salience=0"],
     "/note/{zk_id}": ["/note/{hub}", "/note/{mistake}"],
     "/api/note/{zk_id}": ["/api/note/{hub}"],
     "/graph": ["/graph", "/graph?project=shop", "/graph?note={hub}"],
@@ -202,3 +204,14 @@ def test_headers_host_and_one_time_links(world: Any, clients: Any) -> None:
         assert c.get(link).status_code == 401  # and never again
         assert c.get(base + "/api/health").status_code == 401
         assert c.get(base + "/search").status_code == 303  # to /login
+
+
+def test_bad_arguments_are_typed_errors(world: Any, clients: Any) -> None:
+    alice, _ = clients["alice"]
+    for url in ("/search?q=x&max_age_days=abc", "/search?q=x&min_salience=2",
+                "/search?q=x&page=0", "/search?q=x&scope=everything", "/search?q=x&kind=nope",
+                "/note/not-an-id", "/api/graph?depth=9", "/sessions?tab=other",
+                "/search?q=" + "x" * (MAX_QUERY_CHARS + 1)):
+        res = alice.get(url)
+        assert res.status_code == 400 and ("INVALID_ARGUMENT" in res.text
+                                           or "CONTENT_TOO_LARGE" in res.text), url[:80]

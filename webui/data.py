@@ -34,12 +34,15 @@ def _page(items: list[Any], page: int, per_page: int = PER_PAGE) -> dict[str, An
 
 
 def search(b: Brain, q: str, project: str | None, kinds: list[str], tags: list[str],
-           include_fleeting: bool, all_projects: bool, scope: str, page: int) -> dict[str, Any]:
+           include_fleeting: bool, all_projects: bool, scope: str, page: int,
+           max_age_days: float | None = None, min_salience: float | None = None
+           ) -> dict[str, Any]:
     """Hybrid search over notes, source files and documents, as search_memory, fs_search
     and search_files rank them; every hit says which leg found it (``matched``)."""
     rf = recall_filter(project=project, include_contextual=True,
                        include_fleeting=include_fleeting, note_kind=kinds, tags=tags,
-                       max_age_days=None, min_salience=None, confidence_min=None,
+                       max_age_days=max_age_days, min_salience=min_salience,
+                       confidence_min=None,
                        fingerprint_match=True, custom_filters=None, include_siblings=False,
                        all_projects=all_projects)
     qvec = b.embedder.embed_query(q).tolist()

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from brain.errors import InvalidArgument
-from brain.limits import MAX_QUERY_CHARS
+from brain.limits import MAX_AGE_DAYS, MAX_QUERY_CHARS
 from mcp_surface.recall import NoteKind
 from webui import data
 from webui.app import ui_of
@@ -40,6 +40,20 @@ def _page_no(request: Request) -> int:
     return int(raw)
 
 
+def _number(request: Request, name: str, low: float, high: float) -> float | None:
+    raw = _arg(request, name, 16)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not low < value <= high:  # nan fails too
+        raise InvalidArgument(f"{name} must be a number above {low:g}, at most {high:g}",
+                              field=name)
+    return value
+
+
 def _project(request: Request) -> str | None:
     return _arg(request, "project") or None
 
@@ -60,20 +74,25 @@ async def search(request: Request) -> Response:
     tags = [t.strip() for t in _arg(request, "tags", 1024).split(",") if t.strip()]
     project = _project(request)
     fleeting = request.query_params.get("fleeting") == "1"
+    max_age = _number(request, "max_age_days", 0.0, MAX_AGE_DAYS)
+    min_salience = _number(request, "min_salience", -1e-9, 1.0)
     form: dict[str, Any] = {"q": q, "scope": scope, "kinds": kinds, "tags": ", ".join(tags),
             "project": _project(request) or "",
-            "include_fleeting": request.query_params.get("fleeting") == "1",
+            "include_fleeting": fleeting, "max_age_days": _arg(request, "max_age_days", 16),
+            "min_salience": _arg(request, "min_salience", 16),
             # a person searches everything unless they name a project (the tools' default
             # project is an agent's working scope)
             "all_projects": not _project(request)}
     form["base"] = "/search?" + urlencode(
         [("q", q), ("scope", scope), ("project", form["project"]), ("tags", form["tags"]),
-         *[("kind", k) for k in kinds], *([("fleeting", "1")] if form["include_fleeting"] else [])])
+         ("max_age_days", form["max_age_days"]), ("min_salience", form["min_salience"]),
+         *[("kind", k) for k in kinds], *([("fleeting", "1")] if fleeting else [])])
     page = _page_no(request)
     found = None
     if q:
         found = await ui.run(request, lambda b: data.search(
-            b, q, project, kinds, tags, fleeting, project is None, scope, page))
+            b, q, project, kinds, tags, fleeting, project is None, scope, page, max_age,
+            min_salience))
     return ui.page(request, "search.html", form=form, found=found, kinds=KINDS, page=page)
 
 
