@@ -48,7 +48,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, _empty_shard: Path) -> Itera
     shots.mkdir()
     try:
         with live_ui(b, settings) as host:
-            yield {"brain": b, "host": host, "ids": ids, "shots": shots}
+            yield {"brain": b, "host": host, "ids": ids, "shots": shots, "base": base}
     finally:
         b.close()
 
@@ -145,7 +145,9 @@ def test_search_open_a_note_and_follow_a_link(world: Any, driver: Any) -> None:
     first = _wait(driver, "#note-hits .hit a.title")
     badges = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#note-hits .badge")]
     assert badges and set(badges) <= {"both", "dense", "keyword"}
-    assert driver.find_elements(By.CSS_SELECTOR, "#file-hits .hit")  # the source's files
+    fresh = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#file-hits .hit .badge")
+             if "fresh-" in (e.get_attribute("class") or "")]
+    assert fresh and set(fresh) == {"synced"}  # the source's files, as on disk
     assert driver.find_elements(By.CSS_SELECTOR, "#doc-hits .hit")  # and the document
     first.click()
     _wait(driver, "#note #content")
@@ -155,6 +157,11 @@ def test_search_open_a_note_and_follow_a_link(world: Any, driver: Any) -> None:
     assert driver.current_url.endswith(f"/note/{ids['other']}")
     backlinks = driver.find_element(By.ID, "links-in").text
     assert ids["hub"] in backlinks
+    changed = world["base"] / "src-kestrel" / "kestrel_cache.py"
+    changed.write_text(changed.read_text() + "TTL = 90  # changed since the last sync\n")
+    driver.get(base + "/search?q=redis+cache+ttl&scope=files")
+    row = _wait(driver, "#file-hits .hit")
+    assert "kestrel_cache.py" in row.text and "stale indexed" in row.text
     errors = _errors(driver)
     assert errors == [], "\n".join(errors)
 

@@ -57,12 +57,23 @@ def search(b: Brain, q: str, project: str | None, kinds: list[str], tags: list[s
                                  limit=deep if scope == "files" else 6)
         out["files"] = _page(found["results"], page if scope == "files" else 1,
                              PER_PAGE if scope == "files" else 5)
+        for hit in out["files"]["items"]:
+            hit["freshness"] = _freshness(b, hit)
     if scope in ("all", "documents"):
         docs = b.files.search_with_vector(qvec, q, limit=deep if scope == "documents" else 6,
                                           project=None if all_projects else project)
         out["documents"] = _page(docs, page if scope == "documents" else 1,
                                  PER_PAGE if scope == "documents" else 5)
     return out
+
+
+def _freshness(b: Brain, hit: dict[str, Any]) -> str:
+    """Whether a file hit still says what the file says (fs_read's presence: synced,
+    stale_indexed, ...): the disk is read, as fs_read reads it, for the shown hits only."""
+    try:
+        return str(b.fs.read(str(hit["source"]), str(hit["path"])).get("presence", "unknown"))
+    except BrainError:
+        return "unknown"
 
 
 def note(b: Brain, zk_id: str) -> dict[str, Any]:
