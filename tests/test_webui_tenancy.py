@@ -172,6 +172,8 @@ def test_a_cross_site_form_post_is_refused(world: Any, clients: Any) -> None:
     assert no_token.status_code == 403
     stale = alice.post(url, data={"csrf": "not-the-token", "confirm": "yes"})
     assert stale.status_code == 403
+    huge = alice.post(url, data={"csrf": csrf, "confirm": "yes", "tags": "x" * 70_000})
+    assert huge.status_code == 413
     with acting_as(ALICE):
         assert not b.memory.get_payload(ids["hub"]).get("pinned")
     ok = alice.post(url, data={"csrf": csrf, "confirm": "yes"})  # the real form does work

@@ -32,7 +32,8 @@ from webui.auth import COOKIE, Logins, Session
 T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-PUBLIC = ("/login", "/static/")  # reachable without a session
+PUBLIC = ("/login", "/static/")
+MAX_BODY = 64 * 1024  # the largest form (tags) is a few KB  # reachable without a session
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self'; form-action 'self'; frame-ancestors 'none'; "
        "base-uri 'none'")
@@ -111,8 +112,14 @@ class Guard(BaseHTTPMiddleware):
         host = request.headers.get("host", "").rsplit(":", 1)[0]
         if host not in self.hosts:
             return Response("unknown host", status_code=421)
-        if request.method not in ("GET", "HEAD") and cross_site(request):
-            return Response("cross-site request refused", status_code=403)
+        if request.method not in ("GET", "HEAD"):
+            if cross_site(request):
+                return Response("cross-site request refused", status_code=403)
+            size = request.headers.get("content-length", "")
+            if not size.isdigit():  # every form a browser posts says its length
+                return Response("a request body needs its Content-Length", status_code=411)
+            if int(size) > MAX_BODY:
+                return Response(f"request body over {MAX_BODY} bytes", status_code=413)
         ui = ui_of(request)
         request.state.session = ui.logins.session(request.cookies.get(COOKIE))
         if request.state.session is None and not request.url.path.startswith(PUBLIC):
