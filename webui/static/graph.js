@@ -27,7 +27,7 @@ async function draw() {
   const cy = window.cytoscape({
     container: box,
     elements,
-    maxZoom: 1.4,
+    maxZoom: 2,
     minZoom: 0.1,
     style: [
       { selector: "node", style: {
@@ -41,7 +41,8 @@ async function draw() {
         "target-arrow-shape": "triangle", "target-arrow-color": "#b8c0cc",
         "curve-style": "bezier", "arrow-scale": 0.6 } },
     ],
-    layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: 9000 },
+    layout: { name: "cose", animate: false, randomize: false, padding: 40,
+      nodeRepulsion: 400000, idealEdgeLength: 110, nodeOverlap: 40 },
   });
   cy.on("tap", "node", (evt) => { window.location.href = `/note/${evt.target.id()}`; });
   const hubs = (data.hubs || []).map((h) => h.label).slice(0, 5).join(", ");
