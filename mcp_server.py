@@ -279,8 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.ui:
         from webui.run import serve
 
-        try:
-            rerank.load(settings.rerank.enabled, settings.rerank.model)
+        try:  # the Brain it opens loads [rerank] itself, refusing to start as below
             serve(settings)
         except Exception as exc:  # noqa: BLE001 - every start failure is the one-line error
             startup.refuse(settings.home, startup.brain_error_in(exc) or exc)

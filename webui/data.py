@@ -15,9 +15,9 @@ from typing import Any
 from brain import tenancy
 from brain.app import Brain
 from brain.errors import BrainError, NoteNotFound
+from brain.memory import RecallFilter
 from brain.salience import DAY, salience_now
 from brain.vector_store import Filter, Match, MatchAny
-from mcp_surface.recall import recall_filter
 
 PER_PAGE = 20
 MAX_HITS = 100  # the tools' top_k bound: a search page goes no deeper
@@ -39,12 +39,10 @@ def search(b: Brain, q: str, project: str | None, kinds: list[str], tags: list[s
            ) -> dict[str, Any]:
     """Hybrid search over notes, source files and documents, as search_memory, fs_search
     and search_files rank them; every hit says which leg found it (``matched``)."""
-    rf = recall_filter(project=project, include_contextual=True,
-                       include_fleeting=include_fleeting, note_kind=kinds, tags=tags,
-                       max_age_days=max_age_days, min_salience=min_salience,
-                       confidence_min=None,
-                       fingerprint_match=True, custom_filters=None, include_siblings=False,
-                       all_projects=all_projects)
+    rf = RecallFilter(project=project, include_contextual=True,
+                      include_fleeting=include_fleeting, note_kinds=tuple(kinds),
+                      tags=tuple(tags), max_age_days=max_age_days, min_salience=min_salience,
+                      all_projects=all_projects)
     qvec = b.embedder.embed_query(q).tolist()
     out: dict[str, Any] = {"notes": None, "files": None, "documents": None}
     deep = min(MAX_HITS, page * PER_PAGE + 1)

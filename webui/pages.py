@@ -7,7 +7,7 @@ renders a template. Adding a page here means adding its case to the tenancy test
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -16,12 +16,12 @@ from starlette.routing import Route
 
 from brain.errors import InvalidArgument
 from brain.limits import MAX_AGE_DAYS, MAX_QUERY_CHARS
-from mcp_surface.recall import NoteKind
+from brain.notes import NOTE_KINDS
 from webui import data
 from webui.app import ui_of
 from webui.login import login_form, login_post, logout
 
-KINDS = get_args(NoteKind)
+KINDS = NOTE_KINDS
 MAX_PAGE = 50
 MAX_FIELD = 128
 
