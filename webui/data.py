@@ -79,6 +79,9 @@ def note(b: Brain, zk_id: str) -> dict[str, Any]:
     the explorer is not an agent using it), its links in and out, and its salience curve."""
     m = b.memory
     p = m.get_payload(zk_id, include_forgotten=True)
+    citer = getattr(m, "citer", None)  # the code the note cites (brain/citations), if any:
+    if citer is not None:  # checked again when its file moved, as get_note checks it
+        citer.refresh([p])
     shown = {**m.public(p), "forgotten": bool(p.get("forgotten")),
              "forgotten_at": p.get("forgotten_at", ""), "archived_at": p.get("archived_at", ""),
              "visibility": p.get("visibility", "shared"), "salience_ts": p.get("salience_ts")}
