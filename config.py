@@ -419,6 +419,14 @@ class PathsSettings(_Section):
     )
 
 
+class UISettings(_Section):
+    enabled: bool = Field(False, description="The owner of the data dir also serves the web "
+                          "explorer (docs/ui.md); `brain ui` serves it on demand")
+    host: Literal["127.0.0.1", "::1", "localhost"] = Field("127.0.0.1",
+                                                          description="Loopback address only")
+    port: int = Field(8766, ge=0, le=65535, description="Port of the web explorer (0 = any)")
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level")
 
@@ -547,6 +555,7 @@ class Settings(BaseSettings):
     health: HealthSettings = Field(default_factory=HealthSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    ui: UISettings = Field(default_factory=UISettings)
 
     @field_validator("home", mode="after")
     @classmethod

@@ -248,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--ui", action="store_true")  # `brain ui`: the web explorer (webui/)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     from brain import startup
     from mcp_surface import routing
@@ -259,6 +260,14 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(settings.home, settings.log.level)
     # A log write on a full disk must not print a traceback; the space guard says why once.
     logging.raiseExceptions = False
+    if args.ui:
+        from webui.run import serve
+
+        try:  # the Brain it opens loads [rerank] itself, refusing to start as below
+            serve(settings)
+        except Exception as exc:  # noqa: BLE001 - every start failure is the one-line error
+            startup.refuse(settings.home, startup.brain_error_in(exc) or exc)
+        return
     try:
         # [rerank] enabled: the cross-encoder loads now, or the server does not start.
         rerank.load(settings.rerank)

@@ -176,6 +176,20 @@ class LinkGraph:
             frontier = nxt
         return found
 
+    def hubs(self) -> list[tuple[str, int]]:
+        """Every linked node with its degree (in + out), most linked first: the project map
+        of the explorer walks this until it has enough notes the caller may see."""
+        with self._lock:
+            degrees = [(str(n), int(d)) for n, d in self.g.degree()]
+        degrees.sort(key=lambda nd: (-nd[1], nd[0]))
+        return degrees
+
+    def edges_among(self, ids: set[str]) -> list[tuple[str, str, str]]:
+        """The links whose two ends are both in ``ids``."""
+        with self._lock:
+            return [(s, d, a.get("relation", "related")) for s in ids if s in self.g
+                    for d, a in self.g[s].items() if d in ids]
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             targets = sum(1 for n in self.g if n not in self.notes)

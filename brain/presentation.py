@@ -16,10 +16,11 @@ from typing import Any, Literal
 Detail = Literal["compact", "full"]
 
 # The fields of a full note a compact hit leaves out: the content (kept as a snippet),
-# the enrichment and bookkeeping an agent rarely needs to pick a note.
+# the enrichment and bookkeeping an agent rarely needs to pick a note (``matched``, which
+# legs found it, is for the web explorer and detail="full").
 _DROPPED = frozenset({
     "content", "context", "keywords", "links", "updated", "access_count", "last_accessed",
-    "salience", "enriched_by", "agent_id", "similarity", "rerank_score",
+    "salience", "enriched_by", "agent_id", "similarity", "rerank_score", "matched",
 })
 # Lists of notes nested in a hit or a page (preflight's fixes, a fix's mistakes, results).
 _NESTED = ("results", "mistakes", "fixes", "patterns", "fixes_mistakes", "changed_notes")

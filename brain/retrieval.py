@@ -124,6 +124,15 @@ class Candidate:
     ranks: dict[str, int] = field(default_factory=dict)
 
 
+def matched_by(c: Candidate) -> str:
+    """Which legs found a hit: "both", "dense" (meaning only) or "keyword" (BM25 only); the
+    explorer shows it on every hit so a person can see why it matched."""
+    dense, keyword = "dense" in c.ranks, "bm25" in c.ranks
+    if dense and keyword:
+        return "both"
+    return "keyword" if keyword else "dense"
+
+
 def _dbsf(scores: Sequence[float]) -> tuple[float, float]:
     """(low, high) of a leg: mean -+ 3 standard deviations of its candidate scores."""
     n = len(scores)

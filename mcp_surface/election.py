@@ -65,6 +65,10 @@ class Router:
         self.default = Identity(settings.identity.user_id, settings.identity.agent_id)
         self.endpoint = OwnerEndpoint(self.home, kind, state, self.default, make_sibling)
         self.proxy = Proxy(self.home, self.default, self)
+        # Run once this process owns the data dir, with the router's task group (the web
+        # explorer starts here when [ui] enabled; webui/host.py).
+        self.on_owner: list[Callable[[Any], Awaitable[None]]] = []
+        self.ui: Any = None
 
     # -------------------------------------------------------------- what the proxy uses
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
@@ -158,6 +162,8 @@ class Router:
         self.proxy.drop()
         await self.endpoint.start(self._tg)
         self.local = True
+        for hook in self.on_owner:
+            await hook(self._tg)
         log.info(
             "pid %s owns %s; siblings connect at %s (brain opened in %.2f s, endpoint up in "
             "%.2f s)",

@@ -14,7 +14,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +109,8 @@ class OwnerEndpoint:
         self._app: Any = None
         self._sibling: Any = None
         self._calls: owner_rpc.CallServer | None = None
+        # ``brain ui`` asking the owner for its web explorer (set by webui/host.attach)
+        self.open_ui: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     # -------------------------------------------------------------- lifecycle
     def build(self) -> None:
@@ -141,6 +143,22 @@ class OwnerEndpoint:
             except BrainError as exc:
                 return JSONResponse({"error": exc.code, "message": exc.message}, status_code=409)
             return JSONResponse(data)
+
+        @sibling.custom_route("/ui", methods=["POST"])
+        async def ui(request: Request) -> JSONResponse:
+            """``brain ui`` while this process owns the data dir: the explorer's login URL
+            (started now if it is not running; owner token only)."""
+            auth = request.headers.get("authorization", "")
+            if not own.same_token(auth.removeprefix("Bearer ").strip(), verifier.token):
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            if self.open_ui is None:
+                return JSONResponse({"error": "NO_UI", "message": "this owner has no web "
+                                     "explorer"}, status_code=404)
+            try:
+                return JSONResponse(await self.open_ui())
+            except BrainError as exc:
+                return JSONResponse({"error": exc.code, "message": exc.message},
+                                    status_code=409)
 
         self._app = sibling.http_app(path="/mcp", json_response=True)
 

@@ -28,6 +28,7 @@ from mcp_surface.election import Router
 from mcp_surface.forwarding import Forwarder
 from mcp_surface.http_tokens import HttpTokenVerifier, OwnerTokenVerifier, TokenIdentity, http_auth
 from mcp_surface.owner_endpoint import SiblingCalls
+from webui import host as webui_host
 
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per forwarded call otherwise
 
@@ -42,11 +43,17 @@ def attach(
     """Give ``front`` (a server without an injected Brain) its router and forwarding."""
     router = Router(settings, state, front, make_sibling, kind)
     front.add_middleware(Forwarder(router.proxy))
+    webui_host.attach(router, settings, start=settings.ui.enabled)
     _ROUTERS[front] = router
     return router
 
 
 _ROUTERS: weakref.WeakKeyDictionary[FastMCP, Router] = weakref.WeakKeyDictionary()
+
+
+def router_of(front: FastMCP) -> Router | None:
+    """The router :func:`attach` gave ``front`` (``brain ui`` runs it without a transport)."""
+    return _ROUTERS.get(front)
 
 
 def claim(front: FastMCP) -> bool:

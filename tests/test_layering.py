@@ -27,8 +27,10 @@ def test_config_imports_nothing_from_brain() -> None:
 
 # What brain/ must never import, by any route: a statement, or importlib.import_module /
 # __import__ / runpy.run_module with a literal name. bench/ sits above the product (it drives
-# the server as a client does), mcp_server / mcp_surface are the tool layer.
-ABOVE_BRAIN = ("bench", "mcp_server", "mcp_surface", "fastmcp", "mcp")
+# the server as a client does), mcp_server / mcp_surface are the tool layer, webui the web
+# explorer beside it (brain/ stays free of web frameworks).
+ABOVE_BRAIN = ("bench", "mcp_server", "mcp_surface", "fastmcp", "mcp", "webui", "starlette",
+               "jinja2", "uvicorn")
 # The one legitimate upward reach: `brain serve` (the installed command) starts the server
 # by importing mcp_server when it runs (brain/cli/serve.py says why). Nothing may be added here.
 KNOWN_UPWARD = {("brain/cli/serve.py", "mcp_server")}
@@ -98,4 +100,8 @@ def test_no_benchmark_code_in_the_product() -> None:
     ]
     assert stray == []
     assert (ROOT / "bench" / "__init__.py").is_file()
-    assert 'include = ["brain*"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    include = conf["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert "brain*" in include and not [p for p in include if p.startswith("bench")]

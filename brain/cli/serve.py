@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from typing import Any
 
 
@@ -25,9 +26,21 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ui(args: argparse.Namespace) -> int:
+    """``brain ui``: the web explorer, served by the process that owns the data dir
+    (webui/run.py, started through mcp_server like ``serve``)."""
+    if args.port is not None:
+        os.environ["BRAIN__UI__PORT"] = str(args.port)
+    importlib.import_module("mcp_server").main(["--ui"])
+    return 0
+
+
 def register(sub: Any) -> None:
     serve = sub.add_parser("serve", help="start the MCP server (stdio by default)")
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead")
     serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
     serve.set_defaults(func=_serve)
+    ui = sub.add_parser("ui", help="the web explorer on loopback (prints a one-time login URL)")
+    ui.add_argument("--port", type=int, default=None, help="port (default [ui] port, 8766)")
+    ui.set_defaults(func=_ui)

@@ -42,6 +42,7 @@ from brain.identity import Identity
 from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.paths import PathPolicy
 from brain.redact import redact_tree
+from brain.retrieval import matched_by
 from brain.search_policy import SearchPolicy, rank
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
 from brain.vector_store import Filter, Match, Point, VectorStore, scroll_all
@@ -360,7 +361,8 @@ class FilesService:
                      exact=exact)
         if threshold is not None:
             cands = [c for c in cands if c.similarity is not None and c.similarity >= threshold]
-        return [_result(c.payload, c.score, c.similarity) for c in cands]
+        return [{**_result(c.payload, c.score, c.similarity), "matched": matched_by(c)}
+                for c in cands]
 
     @staticmethod
     def _check_search(limit: int, threshold: float | None) -> None:

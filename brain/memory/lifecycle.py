@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from brain import tenancy
-from brain.errors import Conflict
+from brain.errors import Conflict, InvalidArgument
 from brain.memory import hype
 from brain.memory.core import NoteCore
 from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id
@@ -32,6 +32,14 @@ def set_state(m: NoteCore, zk_id: str, **fields: Any) -> dict[str, Any]:
             fields["salience_key"] = m.keyed({**p, **fields})["salience_key"]
         m.store.set_payload([point_id(p["zk_id"])], fields)
         return {**p, **fields}
+
+
+def pin(m: NoteCore, zk_id: str, pinned: bool) -> dict[str, Any]:
+    """Pin a note (it never decays below its floor nor archives) or unpin it."""
+    if not isinstance(pinned, bool):
+        raise InvalidArgument("pinned must be true or false", field="pinned")
+    p = set_state(m, zk_id, pinned=pinned)
+    return m.public(p)
 
 
 def forget(m: NoteCore, zk_id: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from brain.memory import hype
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
 from brain.memory.filters import RecallFilter, build_filter
 from brain.notes import point_id
-from brain.retrieval import LEG_FIELDS, Candidate
+from brain.retrieval import LEG_FIELDS, Candidate, matched_by
 from brain.search_policy import rank
 from brain.vector_store import Filter, Match, scroll_all
 
@@ -81,7 +81,7 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
 
 
 def _hit(m: NoteCore, c: Candidate) -> dict[str, Any]:
-    extra: dict[str, Any] = {"score": round(c.score, 6)}
+    extra: dict[str, Any] = {"score": round(c.score, 6), "matched": matched_by(c)}
     if c.similarity is not None:
         extra["similarity"] = round(c.similarity, 6)
     if c.rerank is not None:

@@ -22,6 +22,7 @@ class MemoryService(NoteCore):
     update = write.update
     apply_fields = write.apply_fields
     distill = write.distill
+    set_tags = write.set_tags
     begin_session = write.begin_session
     # filters and reads
     build_filter = filters.build_filter
@@ -32,6 +33,7 @@ class MemoryService(NoteCore):
     notes = read.notes
     # lifecycle
     set_state = lifecycle.set_state
+    pin = lifecycle.pin
     forget = lifecycle.forget
     restore = lifecycle.restore
     archive = lifecycle.archive

@@ -292,6 +292,17 @@ def apply_fields(m: NoteCore, zk_id: str, fields: dict[str, Any], reembed: bool)
     return payload
 
 
+def set_tags(m: NoteCore, zk_id: str, tags: Sequence[str]) -> dict[str, Any]:
+    """Make a note's tags exactly ``tags`` (checked and redacted like add's); tags are in
+    the keyword vector, so the note is embedded again."""
+    clean = list(check_tags(tags) or [])
+    if clean and m.cfg.redact_secrets:
+        clean, _ = redact_tags(clean)
+    m.get_payload(zk_id)  # a forgotten or unseen note is refused before anything is written
+    payload = apply_fields(m, zk_id, {"tags": list(dict.fromkeys(clean))}, reembed=True)
+    return m.public(payload)
+
+
 def distill(m: NoteCore, zk_id: str) -> WriteResult:
     with m._write_lock:
         p = m.get_payload(zk_id)

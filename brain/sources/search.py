@@ -25,6 +25,7 @@ from brain.bm25 import BM25Encoder
 from brain.embedder import Embedder
 from brain.errors import InvalidArgument
 from brain.identity import Identity
+from brain.retrieval import matched_by
 from brain.search_policy import SearchPolicy, rank
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import grep
@@ -178,7 +179,7 @@ def semantic(deps: SearchDeps, scope: Scope, query: str, limit: int) -> list[dic
     for c in cands:
         if not scope.glob_ok(str(c.payload.get("path"))):
             continue
-        out.append(_result(c.payload, c.score, terms, names))
+        out.append({**_result(c.payload, c.score, terms, names), "matched": matched_by(c)})
         if len(out) >= limit:
             break
     return out
