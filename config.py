@@ -331,6 +331,12 @@ class SyncSettings(_Section):
         64, ge=1, le=4096, description="Chunks per embedding call in a sync (cancel checks)"
     )
     grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
+    auto: Literal["on", "off", "packages-only"] = Field(
+        "on",
+        description="Background sync of every source: on (watcher and timers run), off (manual "
+                    "sync only) or packages-only (only pinned sources, by default those holding "
+                    "skills, rules, agents or a package manifest); manual sync works in every mode",
+    )  # fmt: skip
 
 
 class HealthSettings(_Section):

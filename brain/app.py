@@ -397,7 +397,7 @@ class Brain:
             max_scan_files=sync.max_scan_files, debounce_s=sync.debounce_s,
             poll_interval_s=sync.poll_interval_s, embed_batch=sync.embed_batch,
             grep_timeout_s=sync.grep_timeout_s, exact_max_points=s.retrieval.exact_max_points,
-            policy=self.search_policy,
+            policy=self.search_policy, auto=sync.auto,
         )
         return SourcesService(deps, cfg)
 

@@ -33,6 +33,9 @@ PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
 Source = Annotated[Name, Field(min_length=1, description="Source name or id (see list_sources)")]
 Trigger = Literal["auto", "manual", "interval"]
+Pinned = Annotated[bool | None, Field(
+    description="Keep syncing in the background when [sync] auto is packages-only "
+                "(default: when it holds skills, rules, agents or a package manifest)")]
 
 
 def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
@@ -49,6 +52,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         visibility: Annotated[Literal["shared", "private"], Field(
             description="shared: every agent of your user searches it; private: only this agent"
         )] = "shared",
+        pinned: Pinned = None,
     ) -> dict[str, Any]:
         """Index a folder so fs_search finds its files by meaning, metadata or text. 'auto'
         watches it and re-indexes changed files within seconds; 'manual' syncs only on
@@ -57,7 +61,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         return await call(
             lambda b: b.sources.add(
                 path, name, project, trigger, exclude, include, max_scan_files, interval_s,
-                visibility=visibility,
+                visibility=visibility, pinned=pinned,
             )
         )
 
@@ -78,6 +82,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         include: Patterns = None,
         max_scan_files: ScanFiles = None,
         interval_s: IntervalS = None,
+        pinned: Pinned = None,
     ) -> dict[str, Any]:
         """Change a source. New exclude/include rules start a sync that removes the search
         data of files the rules no longer cover."""
@@ -91,6 +96,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
                 include=include,
                 max_scan_files=max_scan_files,
                 interval_s=interval_s,
+                pinned=pinned,
             ).items()
             if v is not None
         }

@@ -116,6 +116,15 @@ class SourcesService:
         """The sources the watcher follows (tests check who is left out)."""
         return self.scheduler.watched()
 
+    @property
+    def auto_mode(self) -> str:
+        """The platform-wide auto-sync mode: on | off | packages-only (brain/sources/auto.py)."""
+        return self.scheduler.auto_mode
+
+    def set_auto_mode(self, mode: str) -> builtins.list[str]:
+        """Switch the auto-sync mode now (the process's own setting, not a caller's)."""
+        return self.scheduler.set_auto_mode(mode)
+
     def idle(self) -> bool:
         return self.queue.idle()
 
@@ -136,6 +145,7 @@ class SourcesService:
         use_gitignore: bool = True,
         sync: bool = True,
         visibility: str = tenancy.SHARED,
+        pinned: bool | None = None,
     ) -> dict[str, Any]:
         who, visibility = self.caller, tenancy.check_visibility(visibility)
         real = self.paths.source_root(path)  # Forbidden outside the caller's roots
@@ -175,6 +185,7 @@ class SourcesService:
             user_id=who.user_id,
             agent_id=who.agent_id,
             visibility=visibility,
+            pinned=None if pinned is None else bool(pinned),
         )
         self.registry.save(rec)
         if trigger == "auto":
@@ -214,6 +225,9 @@ class SourcesService:
             "interval_s": rec.interval_s if rec.trigger == "interval" else None,
             "use_gitignore": rec.use_gitignore,
             "visibility": rec.visibility,
+            "pinned": rec.pinned,
+            # Whether the watcher or the timer syncs it now, under [sync] auto (auto.py).
+            "background_sync": rec.trigger != "manual" and self.scheduler.background_ok(rec),
             "created": rec.created,
             "updated": rec.updated,
             "snapshot": rec.snapshot,
@@ -239,6 +253,7 @@ class SourcesService:
             "max_scan_files",
             "interval_s",
             "use_gitignore",
+            "pinned",
         }
         bad = set(changes) - allowed
         if bad:
