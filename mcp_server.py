@@ -177,7 +177,7 @@ def create_server(
     @mcp.tool(annotations=READ)
     async def search_memory(
         query: Annotated[Query, Field(description="What to look for")],
-        top_k: TopK = 5,
+        top_k: TopK | None = None,
         project: FilterProject = None,
         include_contextual: IncludeContextual = False,
         include_fleeting: IncludeFleeting = False,
@@ -202,7 +202,8 @@ def create_server(
         (retrieval.relative_floor x the best score; 0 = none), the same ranking as
         search_files and fs_search. ``answer`` is "single" when the top hit stands clear of
         the rest (the second scores at most 60% of it: BRAIN__MEMORY__RELEVANCE_BAND, chosen on
-        the LoCoMo dev half), else "many". Hits are compact (id, title, score, snippet, tags, link count): get_note reads
+        the LoCoMo dev half), else "many"; a single answer comes alone unless top_k is given
+        (default 5, more_hits counts the rest). Hits are compact (id, title, score, snippet, tags, link count): get_note reads
         one whole, detail="full" returns every note whole."""
 
         args = locals()

@@ -16,6 +16,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -55,11 +56,11 @@ from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
 from brain.store_meta import META_ID, StoreMeta
-from brain.vector_store import Match, VectorStore, build_store, scroll_all
+from brain.vector_store import Match, VectorStore, build_store, scroll_all, server_checks
 from brain.vector_store.base import Filter
 from brain.vector_store.journal import JOURNAL, JournaledStore, Probe, WriteJournal, replay
 from brain.workers import WorkerRegistry
-from config import Settings, WorkerSettings
+from config import Settings, WorkerSettings, current_secret
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,8 @@ class Brain:
         if s.qdrant.url:
             self.probe = Probe(s.qdrant.url, getattr(server, "ping", server.flush))
             self.probe.reachable, self.probe.last_checked_at = True, iso(self.clock.now())
+            self.probe.server, self.probe.watch = server_checks.at_start(
+                s.qdrant, lambda: str(getattr(self.store, "collection", "")))
         return server
 
     def _start_background(self) -> None:
@@ -258,7 +261,10 @@ class Brain:
         (llm.api_key without llm.base_url) serves provider hf when it has no key of its own."""
         s = self.settings
         hf_token = "" if s.llm.base_url else s.llm.api_key
-        return endpoint_from_settings(s.embedding, self.home, hf_token)
+        ep = endpoint_from_settings(s.embedding, self.home, hf_token)
+        # A missing or rejected key is read again from the settings' sources (environment,
+        # .env, brain.toml) at each probe, so a key set later works without a restart.
+        return replace(ep, key_source=lambda: current_secret("embedding", "api_key"))
 
     # ---------------------------------------------------------------- services
     # Built on first use, each from its collaborators and its own settings section.
@@ -483,6 +489,7 @@ class Brain:
             fusion=r.fusion, dense_weight=r.dense_weight, keyword_lead=r.keyword_lead,
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
             relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
+            relevance_band=self.settings.memory.relevance_band,
         )  # fmt: skip
 
     def _memory_config(self) -> MemoryConfig:

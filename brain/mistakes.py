@@ -18,11 +18,13 @@ from typing import Any
 
 from brain import tenancy
 from brain.clock import Clock, iso
+from brain.embed_credential import search_warnings
 from brain.errors import InvalidArgument
 from brain.limits import MAX_SIGNATURE_CHARS as MAX_SIGNATURE
 from brain.limits import has_text
 from brain.memory import MAX_TOP_K, MemoryService, RecallFilter, check_project, check_top_k
 from brain.notes import point_id
+from brain.presentation import answer_band, band_keep
 from brain.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
@@ -221,8 +223,12 @@ class MistakeService:
         ]
 
     def preflight_check(
-        self, task: str, project: str | None = None, top_k: int = 5
+        self, task: str, project: str | None = None, top_k: int | None = None
     ) -> dict[str, Any]:
+        """Mistakes, fixes and patterns for ``task``, up to ``top_k`` (5) of each. Without
+        ``top_k``, a clear single answer (the relevance band, brain/presentation.py) comes
+        alone."""
+        explicit, top_k = top_k is not None, 5 if top_k is None else top_k
         check_top_k(top_k, 50)
         if project is not None:
             project = check_project(project)
@@ -230,6 +236,11 @@ class MistakeService:
             project=project, include_fleeting=True, note_kinds=("mistake", "fix", "pattern")
         )
         hits = self.memory.search(task, min(top_k * 3, MAX_TOP_K), rf)
+        band = self.memory.cfg.policy.relevance_band
+        scores = [float(h.get("score", 0.0)) for h in hits]
+        if band is not None:
+            kept = band_keep(scores, band, explicit)
+            more, hits = len(hits) - kept, hits[:kept]
         mistakes: list[dict[str, Any]] = []
         fixes: list[dict[str, Any]] = []
         patterns: list[dict[str, Any]] = []
@@ -249,5 +260,8 @@ class MistakeService:
             "patterns": patterns,
             "unresolved_mistakes": unresolved,
             "count": len(mistakes) + len(fixes) + len(patterns),
+            **({"answer": answer_band(scores, band)} if band is not None else {}),
+            **({"more_hits": more} if band is not None and more else {}),
+            **({"warnings": w} if (w := search_warnings(self.memory.embedder)) else {}),
         }
 

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from brain.presentation import present, with_answer
+from brain.embed_credential import search_warnings
+from brain.presentation import present, search_page
 from mcp_surface.args import Detail, Ids, Project, Query
 from mcp_surface.recall import (
     AllProjects,
@@ -38,7 +39,7 @@ def register(mcp: Any, call: Any) -> None:
         query: Annotated[Query, Field(description="The question, in words")],
         project: FilterProject = None,
         hops: Annotated[int, Field(ge=0, le=4, description="Search-and-follow rounds")] = 2,
-        top_k: Annotated[int, Field(ge=1, le=100, description="Notes to return")] = 10,
+        top_k: Annotated[int | None, Field(ge=1, le=100, description="Notes to return (10)")] = None,
         include_contextual: IncludeContextual = False,
         include_fleeting: IncludeFleeting = False,
         note_kind: NoteKinds = None,
@@ -56,15 +57,17 @@ def register(mcp: Any, call: Any) -> None:
         we solve Y?"): searches, follows links from what it found, and searches again near
         what it found, for notes not found yet. Each result says which hop found it and
         through which link (via, relation). Takes the same filters as search_memory, applied
-        to every hop. For simple lookups use search_memory. Hits are compact unless
+        to every hop. For simple lookups use search_memory. A clear single answer comes alone
+        unless top_k is given (answer, more_hits as in search_memory). Hits are compact unless
         detail="full"; get_note reads one whole."""
 
         args = locals()
 
         def run(b: Any) -> dict[str, Any]:
             rf = recall_from(args)
-            result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k)
-            result = with_answer(result, b.settings.memory.relevance_band)
+            result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k or 10)
+            result = search_page(result, b.settings.memory.relevance_band,
+                                 explicit=top_k is not None, warnings=search_warnings(b.embedder))
             return present(result, detail, b.settings.memory.snippet_chars)
 
         return await call(run)

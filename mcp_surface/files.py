@@ -7,8 +7,9 @@ from typing import Annotated, Any, Literal
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from brain.embed_credential import search_warnings
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
-from brain.presentation import present
+from brain.presentation import present, search_page
 from mcp_surface.args import Detail, Id, OptFileName, OptProject, PathArg, Query, Similarity
 
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
@@ -36,10 +37,10 @@ def register(mcp: Any, call: Any) -> None:
     @mcp.tool(annotations=PURE_READ)
     async def search_files(
         query: Annotated[Query, Field(description="What to look for, in words")],
-        limit: Annotated[int, Field(
+        limit: Annotated[int | None, Field(
             ge=1, le=10_000,
-            description=f"How many passages to return (above {MAX_SEARCH_LIMIT}: clamped)"
-        )] = 10,
+            description=f"How many passages to return (10; above {MAX_SEARCH_LIMIT}: clamped)"
+        )] = None,
         file_name: Annotated[OptFileName, Field(description="Only this exact file name")] = None,
         threshold: Annotated[Similarity | None, Field(
             description="Optional minimum cosine similarity of a passage (default: none)"
@@ -52,14 +53,17 @@ def register(mcp: Any, call: Any) -> None:
         The best match is always returned; weaker ones are dropped only below the relative
         floor (retrieval.relative_floor x the best score; 0 = none). A limit above
         the maximum is clamped and the result says so in 'note'. Excerpts are cut to a
-        snippet (memory.snippet_chars) unless detail="full"."""
-        used, note = clamp_limit(limit)
+        snippet (memory.snippet_chars) unless detail="full". A clear single answer comes
+        alone unless limit is given (answer, more_hits as in search_memory)."""
+        used, note = clamp_limit(limit or 10)
 
         def run(b: Any) -> dict[str, Any]:
             hits = b.files.search(query, used, file_name, threshold)
             out: dict[str, Any] = {"results": hits, "count": len(hits)}
             if note:
                 out["limit"], out["note"] = used, note
+            out = search_page(out, b.settings.memory.relevance_band, explicit=limit is not None,
+                              warnings=search_warnings(b.embedder))
             return present(out, detail, b.settings.memory.snippet_chars, passages=True,
                            query=query)
 

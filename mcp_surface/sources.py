@@ -158,7 +158,7 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         created_before: Date = None,
         modified_after: Date = None,
         modified_before: Date = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 10,
+        limit: Annotated[int | None, Field(ge=1, le=200, description="Rows (10)")] = None,
         fixed: Annotated[bool, Field(description="grep: literal text, not a regex")] = False,
         case_insensitive: bool = False,
     ) -> dict[str, Any]:
@@ -169,7 +169,8 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
         filter: by category (code, docs, config, skills, rules, agents, commands,
         contribution, conversation), tags, glob or dates, with query as keywords ranked by
         frequency (empty query lists files); grep: regex/literal over the live files, always
-        current. Results carry path, line range, score and a snippet."""
+        current. Results carry path, line range, score and a snippet. semantic: a clear single
+        answer comes alone unless limit is given (answer, more_hits as in search_memory)."""
         return await call(
             lambda b: b.sources.search(
                 query,

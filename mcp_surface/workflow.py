@@ -102,11 +102,12 @@ def register(mcp: Any, call: Any) -> None:
     async def preflight_check(
         task: Annotated[Query, Field(description="The task you are about to do")],
         project: OptProject = None,
-        top_k: Annotated[int, Field(ge=1, le=50)] = 5,
+        top_k: Annotated[int | None, Field(ge=1, le=50, description="Notes of each kind (5)")] = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Before coding: past mistakes (each with its fixes), fixes and patterns relevant to
-        the task, so known failures are not repeated. Notes are compact unless
+        the task, so known failures are not repeated. A clear single answer comes alone
+        unless top_k is given (answer, more_hits as in search_memory). Notes are compact unless
         detail="full"; get_note reads one whole."""
         return await call(lambda b: present(b.mistakes.preflight_check(task, project, top_k),
                                             detail, b.settings.memory.snippet_chars))

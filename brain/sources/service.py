@@ -18,11 +18,13 @@ from typing import Any, Protocol
 from brain import tenancy
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
+from brain.embed_credential import search_warnings
 from brain.embedder import Embedder
 from brain.errors import Conflict, Forbidden, InvalidArgument, PathOutsideSource, SourceNotFound
 from brain.identity import Identity
 from brain.limits import MAX_QUERY_CHARS, check_glob, check_patterns, check_tags, too_large
 from brain.paths import SETTING_HINT, PathPolicy, real_path
+from brain.presentation import search_page
 from brain.sources import search as fs
 from brain.sources import upkeep
 from brain.sources.arguments import check_fields, guard_home, parse_ts, rel_or_none
@@ -34,6 +36,8 @@ from brain.sources.scheduler import SourcesConfig, SyncScheduler
 from brain.sources.walker import resolve_in_source
 from brain.sources.watcher import SourceWatcher, Watched
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
+
+DEFAULT_LIMIT = 10  # fs_search rows without a limit
 
 __all__ = ["SourcesConfig", "SourcesDeps", "SourcesService", "start", "stop"]
 
@@ -419,10 +423,13 @@ class SourcesService:
         created_before: str | None = None,
         modified_after: str | None = None,
         modified_before: str | None = None,
-        limit: int = 10,
+        limit: int | None = None,
         fixed: bool = False,
         case_insensitive: bool = False,
     ) -> dict[str, Any]:
+        """``limit`` None: up to 10 rows, and a clear single semantic answer alone (the
+        relevance band, brain/presentation.py); given: that many rows."""
+        explicit, limit = limit is not None, DEFAULT_LIMIT if limit is None else limit
         if search_mode not in fs.MODES:
             raise InvalidArgument(f"search_mode must be one of {list(fs.MODES)}.")
         if not 1 <= limit <= 200:
@@ -449,7 +456,11 @@ class SourcesService:
         deps = self._deps()
         extra: dict[str, Any] = {}
         if search_mode == "semantic":
-            results = fs.semantic(deps, scope, query, limit)
+            page: dict[str, Any] = {**base, "results": fs.semantic(deps, scope, query, limit)}
+            page["count"] = len(page["results"])
+            band = deps.policy.relevance_band
+            return page if band is None else search_page(
+                page, band, explicit=explicit, warnings=search_warnings(deps.embedder))
         elif search_mode == "filter":
             results = fs.filter_mode(deps, scope, query, limit)
         else:
