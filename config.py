@@ -63,6 +63,9 @@ class EndpointModel(_Section):
         None, ge=0, description="USD per million input tokens (counts toward daily_usd_cap); "
                                 "empty = unpriced")
     max_tokens: int = Field(0, ge=0, description="Input window in tokens; 0 = 512")
+    ask_dimension: bool = Field(
+        False, description="Send the dimension in each request (Matryoshka models that cut "
+                           "their vectors: OpenAI text-embedding-3, Gemini, Voyage 3.5)")
 
 
 class EmbeddingEndpoint(_Section):
@@ -644,14 +647,23 @@ class Settings(BaseSettings):
         return data
 
 
-def current_secret(section: str, name: str) -> str:
-    """A secret setting as its sources say now (environment, .env, brain.toml), for a key set
-    after start; "" when unset or when the settings no longer load (the old key stays)."""
+def current_secret(path: str) -> str:
+    """A secret setting by its dotted path (``embedding.api_key``,
+    ``embedding.endpoints.<id>.api_key``) as its sources say now, in their order (environment,
+    .env, brain.toml), for a key set after start; "" when none sets it. Read from the sources
+    themselves, so a key given alone (its endpoint's other fields in brain.toml) still counts."""
+    parts = path.split(".")
+    env = ENV_PREFIX + "__".join(p.upper() for p in parts)
+    value = os.environ.get(env) or _read_dotenv(Path(".env")).get(env)
+    if value:
+        return value
     try:
-        value = getattr(getattr(Settings(), section), name)
-    except (ValueError, AttributeError):
+        found: Any = _TomlSource(Settings)()
+        for part in parts:
+            found = found.get(part) if isinstance(found, dict) else None
+    except ValueError:
         return ""
-    return value.get_secret_value() if isinstance(value, SecretStr) else str(value or "")
+    return found if isinstance(found, str) else ""
 
 
 class ConfigInvalid(ValueError):

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from brain import generations, integrity, report, rerank
+from brain import embed_endpoints, generations, integrity, report, rerank
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
@@ -109,11 +109,15 @@ class Brain:
         # Enabled means loaded or refused, before the store is opened or locked.
         reranker = rerank.load(s.rerank.enabled, s.rerank.model)
         secure_home(self.home)  # umask 077 and a private data dir, before anything is written
+        # An endpoint a generation uses may not be removed, disabled or renamed: refused
+        # before the store is opened, so nothing is written.
+        generations.check_endpoints(self.home, s.embedding.endpoints)
         configured = resolve_record(s.embedding.model, s.embedding.dimension,
-                                    provider=s.embedding.provider, max_tokens=s.embedding.max_tokens)
-        # Built before the store is opened: a remote model without its key stops here.
+                                    provider=s.embedding.provider, max_tokens=s.embedding.max_tokens,
+                                    endpoints=s.embedding.endpoints)
         embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
-                                                    s.embedding.backend, self._endpoint())
+                                                    s.embedding.backend, self._endpoint(),
+                                                    s.embedding.endpoints)
         raw = self._store or build_store(
             home=self.home,
             collection=f"{s.qdrant.collection}_g{generations.active_generation(self.home)}",
@@ -235,6 +239,7 @@ class Brain:
         self.meta = StoreMeta(self.store)
         self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()),
                                quantization=self.store.quantization() or s.index.quantization)
+        embed_endpoints.check_in_use(s.embedding.endpoints, {"active model": self.meta.model})
         if self.meta.model != embedder.record.id:
             # Never mix vectors: keep embedding with the model that built the store.
             self.pending_model = embedder.record.id
@@ -264,7 +269,8 @@ class Brain:
         ep = endpoint_from_settings(s.embedding, self.home, hf_token)
         # A missing or rejected key is read again from the settings' sources (environment,
         # .env, brain.toml) at each probe, so a key set later works without a restart.
-        return replace(ep, key_source=lambda: current_secret("embedding", "api_key"))
+        return replace(ep, key_source=lambda: current_secret("embedding.api_key"),
+                       secrets=current_secret)
 
     # ---------------------------------------------------------------- services
     # Built on first use, each from its collaborators and its own settings section.

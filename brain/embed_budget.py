@@ -107,7 +107,7 @@ class TokenBudget:
             return {
                 "tokens_today": self._used,
                 "daily_token_cap": self.cap,
-                "usd_today": round(self._usd, 6),
+                "usd_today": round(self._usd, 9),
                 "daily_usd_cap": self.usd_cap,
                 "price_per_mtok": self.price,
                 "paused_by_cap": paused,

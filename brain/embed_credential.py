@@ -26,7 +26,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from brain.errors import BrainError, EmbeddingCredentialMissing, EmbeddingCredentialRejected
+from brain.errors import (
+    BrainError,
+    EmbeddingCredentialMissing,
+    EmbeddingCredentialRejected,
+    EmbeddingSpendCapReached,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +41,12 @@ CREDENTIAL_ERRORS = (EmbeddingCredentialMissing, EmbeddingCredentialRejected)
 
 def setting_of(credential: str) -> str:
     """The environment variable of a credential id (``embedding.api_key`` ->
-    ``BRAIN__EMBEDDING__API_KEY``)."""
-    return "BRAIN__" + "__".join(credential.upper().split("."))
+    ``BRAIN__EMBEDDING__API_KEY``; ``embedding.endpoint.<id>`` ->
+    ``BRAIN__EMBEDDING__ENDPOINTS__<ID>__API_KEY``)."""
+    parts = credential.split(".")
+    if parts[:2] == ["embedding", "endpoint"] and len(parts) == 3:
+        parts = ["embedding", "endpoints", parts[2], "api_key"]
+    return "BRAIN__" + "__".join(p.upper() for p in parts)
 
 
 class CredentialGate:
@@ -114,10 +123,10 @@ class CredentialGate:
 
 def query_vector(embedder: Any, text: str) -> list[float] | None:
     """The query's dense vector, or None while the embedding credential is missing or
-    rejected (the search then ranks by BM25 alone)."""
+    rejected, or today's dollar cap is spent (the search then ranks by BM25 alone)."""
     try:
         return list(embedder.embed_query(text).tolist())
-    except CREDENTIAL_ERRORS:
+    except (*CREDENTIAL_ERRORS, EmbeddingSpendCapReached):
         return None
 
 
@@ -129,6 +138,12 @@ def search_warnings(embedder: Any) -> list[dict[str, str]]:
 
 def warnings(embedding: dict[str, Any]) -> list[dict[str, str]]:
     """The warnings of an embedding status (brain/embed_remote.py's ``status()``)."""
+    if embedding.get("paused_by_usd_cap"):
+        return [{"code": "EMBEDDING_USD_CAP_REACHED", "credential": "",
+                 "message": f"semantic search is off until 00:00 UTC: today's embedding spend "
+                            f"reached the daily cap of ${embedding.get('daily_usd_cap')}; these "
+                            "results come from keyword (BM25) search only "
+                            "(BRAIN__EMBEDDING__DAILY_USD_CAP)."}]
     if embedding.get("dense", True):
         return []
     cred = str(embedding.get("credential_id", ""))

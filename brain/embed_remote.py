@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import SecretStr
 
 from brain.embed_budget import TokenBudget
-from brain.embed_credential import OK, CredentialGate
+from brain.embed_credential import OK, CredentialGate, setting_of
 from brain.encoding import ModelRecord, PromptedEncoder, normalise
 from brain.errors import (
     ConfigError,
@@ -136,6 +136,10 @@ class RemoteEndpoint:
     # use (brain/embed_endpoints.py); None: resolve as usual.
     pin: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
     send_key: bool = True  # an endpoint with auth = "none" sends no key even when one is set
+    # True / False: the endpoint says whether it needs a key; None: any but loopback does.
+    key_required: bool | None = None
+    # Reads a secret setting by its dotted path, as its sources say now (app.py).
+    secrets: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
     # Reads the key again from the settings' sources (app.py); "" = none set there.
     key_source: Callable[[], str] | None = field(default=None, compare=False, repr=False)
     credential_retry_s: float = 30.0  # a missing or rejected key is tried again this often
@@ -143,6 +147,8 @@ class RemoteEndpoint:
     @property
     def needs_key(self) -> bool:
         """A server on this machine (Ollama, llama.cpp, TEI) needs no key; anything else does."""
+        if self.key_required is not None:
+            return self.key_required
         return self.send_key and not (self.base_url and is_loopback(self.base_url))
 
     def address(self) -> str | None:
@@ -214,7 +220,7 @@ def http_failure(status: int, body: str, record: ModelRecord, ep: RemoteEndpoint
     excerpt = " ".join(redactor(ep.api_key)(body).split())[:200]
     where = shown_endpoint(ep.base_url) or f"HF Inference ({ep.hf_provider})"
     if status in (401, 403):
-        setting = "BRAIN__" + "__".join(ep.credential.upper().split("."))
+        setting = setting_of(ep.credential)
         return EmbeddingCredentialRejected(
             f"{where} refused the key for {record.id} (HTTP {status}: {excerpt}); check "
             f"{setting} ({ep.credential})",
@@ -239,14 +245,15 @@ def _seconds(value: str | None) -> float:
 class OpenAITransport:
     """``POST {base_url}/embeddings`` with the OpenAI payload, on the standard library."""
 
-    def __init__(self, record: ModelRecord, ep: RemoteEndpoint) -> None:
+    def __init__(self, record: ModelRecord, ep: RemoteEndpoint, model: str | None = None,
+                 ask_dimension: bool = False) -> None:
         self.record = record
         self.ep = ep
         self.url = f"{ep.base_url}/embeddings"
-        self.model = record.id.split(":", 1)[1]
+        self.model = model or record.id.split(":", 1)[1]
         # Matryoshka: ask the server for the chosen size (it is cut here too if it ignores it).
         top = max(record.supported_dimensions, default=record.dimension)
-        self.dimensions = record.dimension if record.dimension < top else None
+        self.dimensions = record.dimension if record.dimension < top or ask_dimension else None
 
     def embed(self, texts: list[str], limit_s: float,
               kind: str = "document") -> tuple[np.ndarray, int | None]:

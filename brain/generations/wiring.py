@@ -26,7 +26,7 @@ def generation_collection(qdrant: QdrantSettings, generation: int) -> str:
 
 def target_of(embedding: EmbeddingSettings) -> Target:
     record = resolve_record(embedding.model, embedding.dimension, provider=embedding.provider,
-                            max_tokens=embedding.max_tokens)
+                            max_tokens=embedding.max_tokens, endpoints=embedding.endpoints)
     return Target(record.id, record.dimension, embedding.provider)
 
 
@@ -65,8 +65,9 @@ def build_switch(
         if embedder_factory is not None:
             return embedder_factory(target)
         record = resolve_record(target.model, target.dimension, provider=target.provider,
-                                max_tokens=embedding.max_tokens)
-        return build_embedder(record, embedding.batch_size, embedding.backend, endpoint)
+                                max_tokens=embedding.max_tokens, endpoints=embedding.endpoints)
+        return build_embedder(record, embedding.batch_size, embedding.backend, endpoint,
+                              embedding.endpoints)
 
     def pending_target() -> Target | None:
         model = pending()
