@@ -315,3 +315,51 @@ async def test_a_keyed_endpoint_without_its_key_serves_from_bm25_until_one_is_se
         assert server.requests()[-1].headers["authorization"] == f"Bearer {KEY}"
     finally:
         brain.close()
+
+
+def test_a_switch_to_an_endpoint_model_and_its_target_is_in_use(home: Path) -> None:
+    """brain model switch names endpoint:<id>:<model>; while the rebuild to it waits (paused
+    by a restart), its endpoint is in use as the rebuild target."""
+    from brain.generations.wiring import run_command
+
+    with FakeEmbeddings(dimension=64) as server:
+        registry = {"local": {"url": server.base_url, "provider": "ollama", "auth": "none",
+                              "address": "private", "models": {"fake-embed": {"dimension": 64}}}}
+        s = load_settings(home=home, embedding={"model": "offline/hash-384",
+                                                "rebuild_pause_s": 0, "endpoints": registry})
+        with Brain(s) as b:
+            zk = b.memory.add("kafka consumer lag alarms page the on-call", None).note["zk_id"]
+            est = run_command(b.model_switch, "estimate", "endpoint:local:fake-embed")
+            assert est["dimension"] == 64
+            run_command(b.model_switch, "switch", "endpoint:local:fake-embed")
+            out = run_command(b.model_switch, "wait", timeout_s=60)
+            assert out["rebuild"]["status"] == "complete"
+            assert b.meta.model == "endpoint:local:fake-embed" and b.meta.dimension == 64
+            assert b.memory.search("kafka consumer lag", 3, stamp=False)[0]["zk_id"] == zk
+        gone = load_settings(home=home, embedding={"model": "offline/hash-384",
+                                                   "endpoints": {}})
+        with pytest.raises(EndpointInUse, match="the active model"):
+            Brain(gone).open()
+
+
+def test_a_paused_rebuilds_target_endpoint_is_in_use(home: Path) -> None:
+    from brain import generations
+    from brain.generations import state as st
+
+    home.mkdir(parents=True, exist_ok=True)
+    target = st.Target("endpoint:voy:voyage-3.5", 1024, "local")
+    st.save(home, st.GenerationState(active_model="offline/hash-384",
+                                     rebuild=st.Rebuild(2, target, status="paused")))
+    registry = {"voy": entry("https://api.voyageai.com/v1", "voyage", "voyage-3.5", 1024,
+                             address="public")}
+    generations.check_endpoints(home, registry)  # present: fine
+    with pytest.raises(EndpointInUse, match="the rebuild target") as err:
+        generations.check_endpoints(home, {})
+    assert err.value.details == {"endpoint": "voy", "model": "endpoint:voy:voyage-3.5",
+                                 "role": "rebuild target"}
+    registry["voy"].models.clear()
+    with pytest.raises(EndpointInUse, match="no longer lists the model"):
+        generations.check_endpoints(home, registry)
+    st.save(home, st.GenerationState(active_model="offline/hash-384",
+                                     rebuild=st.Rebuild(2, target, status="cancelled")))
+    generations.check_endpoints(home, {})  # a cancelled rebuild uses nothing

@@ -85,7 +85,9 @@ def build_switch(
     cfg = SwitchConfig(batch=embedding.rebuild_batch, pause_s=embedding.rebuild_pause_s,
                        busy_share=embedding.rebuild_busy_share, pool_long_text=pool_long_text,
                        idle_batch=max(embedding.rebuild_batch, IDLE_BATCH))
-    return ModelSwitch(deps, cfg)
+    switch = ModelSwitch(deps, cfg)
+    switch.endpoints = embedding.endpoints
+    return switch
 
 
 COMMANDS = ("estimate", "switch", "status", "cancel", "resume", "rollback", "drop-previous",
@@ -101,7 +103,7 @@ def run_command(switch: ModelSwitch, name: str, model: str = "", dimension: int 
 
     target: Target | None = None
     if model:
-        record = resolve_record(model, dimension, provider=provider)
+        record = resolve_record(model, dimension, provider=provider, endpoints=switch.endpoints)
         target = Target(record.id, record.dimension, provider)
     if name == "estimate":
         return switch.estimate(target)
