@@ -363,3 +363,23 @@ def test_a_paused_rebuilds_target_endpoint_is_in_use(home: Path) -> None:
     st.save(home, st.GenerationState(active_model="offline/hash-384",
                                      rebuild=st.Rebuild(2, target, status="cancelled")))
     generations.check_endpoints(home, {})  # a cancelled rebuild uses nothing
+
+
+def test_ollama_and_qwen_errors_rate_limits_and_dimensions(server: FakeEmbeddings) -> None:
+    """The OpenAI-compatible path of a registry entry keeps the remote client's handling."""
+    for provider, auth in (("ollama", "none"), ("qwen", "key")):
+        server.key = KEY if auth == "key" else ""
+        eps = {provider: entry(server.base_url, provider, "m", auth=auth)}
+        emb = embedder(eps, f"endpoint:{provider}:m", max_retries=2)
+        server.script(("status", 429, "0.1"), ("status", 502))
+        assert emb.embed_documents(["x"]).shape == (1, 384), provider
+        assert emb.status()["retries"] == 2, provider
+        server.script(("dimension", 100))
+        with pytest.raises(UnsupportedEmbeddingDimension, match="returned 100-dimensional"):
+            emb.embed_documents(["y"])
+        server.script(("status", 404))
+        with pytest.raises(EmbeddingProviderFailed, match="HTTP 404"):
+            emb.embed_documents(["z"])
+    server.key = "sk-rotated"
+    with pytest.raises(EmbeddingCredentialRejected, match="BRAIN__EMBEDDING__ENDPOINTS__QWEN__API_KEY"):
+        emb.embed_documents(["rejected"])
