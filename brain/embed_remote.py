@@ -400,9 +400,9 @@ class RemoteEmbedder(PromptedEncoder):
         new = self.ep.key_source() if self.ep.key_source is not None else ""
         if not new or new == self.ep.api_key.get_secret_value():
             return
-        credential = self.ep.credential if self.ep.api_key.get_secret_value() else self.gate.credential
+        credential = self.ep.credential
         with self._lock:
-            self.ep = replace(self.ep, api_key=SecretStr(new), credential=credential)
+            self.ep = replace(self.ep, api_key=SecretStr(new))
             self._redact = redactor(self.ep.api_key)
             if self._transport_for is not None:
                 self.transport = self._transport_for(self.ep)

@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 from urllib.parse import quote
@@ -123,7 +123,7 @@ class OptimizerWatch:
     interval_s: float = 30.0
     warn_after_s: float = 600.0
     timeout_s: float = 5.0
-    now: Callable[[], datetime] = field(default=datetime.now)
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     completed_limit: int = 64
     reported: int = 0
     supported: bool = True
