@@ -563,6 +563,15 @@ def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
             base[key] = value
 
 
+class McpSettings(_Section):
+    tools: Literal["core", "full"] = Field(
+        "core",
+        description="Tool profile the MCP server lists: core (the coding-agent session tools, "
+        "about 4,500 tokens) or full (adds the admin tools: health, sources, changes, fs, "
+        "files, model, brain_capabilities). Every admin action is also a `brain` command",
+    )
+
+
 class Settings(BaseSettings):
     """Every setting of the brain. Environment: ``BRAIN__SECTION__FIELD``."""
 
@@ -595,6 +604,7 @@ class Settings(BaseSettings):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     @field_validator("home", mode="after")
     @classmethod

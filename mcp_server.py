@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
-from fastmcp import Context, FastMCP
-from mcp.types import ToolAnnotations
+from fastmcp import FastMCP
 from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,6 +29,7 @@ from brain.identity import acting_as  # noqa: E402
 from brain.logs import setup_logging  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface import agentic, files, fs, health, models, sources, workflow  # noqa: E402
+from mcp_surface import outputs as out
 from mcp_surface.args import (  # noqa: E402
     Detail,
     OptProject,
@@ -40,20 +40,12 @@ from mcp_surface.args import (  # noqa: E402
     TypedArgumentErrors,
     ZkId,
 )
+from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, WRITE, tool  # noqa: E402
+from mcp_surface.profiles import Profile, ProfileGate  # noqa: E402
 from mcp_surface.recall import (  # noqa: E402
-    AllProjects,
-    ConfidenceMin,
-    CustomFilters,
     FilterProject,
-    FingerprintMatch,
-    IncludeContextual,
-    IncludeFleeting,
-    IncludeSiblings,
-    MaxAgeDays,
-    MinSalience,
     NoteKind,
-    NoteKinds,
-    Tags,
+    RecallFilters,
     search_notes,
 )
 from mcp_surface.text_guard import ValidText, as_text  # noqa: E402
@@ -64,12 +56,8 @@ log = logging.getLogger("brain.mcp")
 T = TypeVar("T")
 
 MemoryType = Literal["fleeting", "permanent"]
-TopK = Annotated[int, Field(ge=1, le=100, description="How many notes to return (1-100)")]
+TopK = Annotated[int, Field(ge=1, le=100)]
 
-READ = ToolAnnotations(read_only_hint=False, idempotent_hint=False, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
-PURE_READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 INSTRUCTIONS = (
     "Persistent memory for coding agents. Start with search_memory for what you already "
@@ -97,12 +85,15 @@ def create_server(
     http: bool = False,
     auth: Any = None,
     shared_state: _State | None = None,
+    profile: Profile | None = None,
 ) -> FastMCP:
     """A server over ``brain`` (tests) or, without one, a server that shares its data dir with
     every other server on it: the first one owns the Brain, the rest forward to it
     (mcp_surface/routing.py). ``http`` adds bearer tokens and per-token identity for ``brain
     serve --http``. ``shared_state`` is the router's: the owner's sibling endpoint, built
-    before the election, serves whatever Brain the state holds once this process owns it."""
+    before the election, serves whatever Brain the state holds once this process owns it.
+    ``profile`` (default ``[mcp] tools``) picks the tools listed (mcp_surface/profiles.py); the
+    owner's sibling lists them all, since a forwarding server already applied its own."""
     from mcp_surface import routing
 
     state = shared_state or _State(brain)
@@ -124,6 +115,9 @@ def create_server(
     mcp.add_middleware(StructuredErrors())  # outermost: every coded error, text + structure
     mcp.add_middleware(ValidText())  # next, so no tool or forwarder sees a lone surrogate
     mcp.add_middleware(TypedArgumentErrors())
+    if profile is None:
+        profile = "full" if shared_state is not None else _profile_of(settings, brain)
+    mcp.add_middleware(ProfileGate(profile))  # before forwarding: the owner gets the new shape
     if http:
         mcp.add_middleware(routing.TokenIdentity())
     if brain is None and shared_state is None:
@@ -145,105 +139,78 @@ def create_server(
         except BrainError as exc:
             raise CodedToolError.of(exc) from exc
 
-    @mcp.tool(annotations=WRITE)
+    @tool(mcp, WRITE, out.WRITTEN)
     async def add_memory(
-        content: Annotated[Text, Field(description="The knowledge to keep, one idea per note")],
-        project: Annotated[OptProject, Field(
-            description="Project of the note; without one, the default project "
-                        "(BRAIN__MEMORY__DEFAULT_PROJECT), the one searches use without one")
-        ] = None,
+        content: Annotated[Text, Field(description="One idea per note")],
+        project: OptProject = None,
         memory_type: MemoryType = "permanent",
         note_kind: NoteKind = "general",
         tags: TagList = None,
         pinned: bool = False,
         visibility: Literal["shared", "private"] = "shared",
         context: Annotated[Text | None, Field(
-            description="Why it matters or what surrounds it (e.g. the preceding exchange); "
-                        "embedded with the content so searches find it by its setting too")
-        ] = None,
+            description="Why it matters or what surrounds it; embedded with the content")] = None,
     ) -> dict[str, Any]:
-        """Store a note. Permanent notes are linked to similar notes; fleeting notes are quick
-        captures kept out of searches until distilled. Secrets in content are redacted."""
+        """Store a note: permanent (linked to similar notes) or fleeting (unsearched until
+        distilled)."""
         res = await call(lambda b: b.memory.add(content, project, memory_type, note_kind, tags,
                                                 pinned, visibility, context=context))
         return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
 
-    @mcp.tool(annotations=WRITE)
+    @tool(mcp, WRITE, out.UPDATED)
     async def update_memory(zk_id: ZkId, new_content: Text) -> dict[str, Any]:
-        """Correct or extend a note's content; it is re-enriched and re-embedded."""
+        """Correct or extend a note; it is re-enriched and re-embedded."""
         res = await call(lambda b: b.memory.update(zk_id, new_content))
         return {"note": res.note, "redacted": list(res.redacted)}
 
-    @mcp.tool(annotations=READ)
+    @tool(mcp, READ, out.SEARCH)
     async def search_memory(
-        query: Annotated[Query, Field(description="What to look for")],
+        query: Query,
         top_k: TopK | None = None,
         project: FilterProject = None,
-        include_contextual: IncludeContextual = False,
-        include_fleeting: IncludeFleeting = False,
-        note_kind: NoteKinds = None,
-        tags: Tags = None,
-        max_age_days: MaxAgeDays = None,
-        min_salience: MinSalience = None,
-        confidence_min: ConfidenceMin = None,
-        fingerprint_match: FingerprintMatch = True,
-        custom_filters: CustomFilters = None,
-        include_siblings: IncludeSiblings = False,
-        all_projects: AllProjects = False,
-        include_files: bool = False,
+        filters: RecallFilters | None = None,
+        include_files: Annotated[bool, Field(description="Also uploaded documents' passages")
+                                 ] = False,
         files_threshold: Similarity | None = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
-        """Hybrid (meaning + keyword) search over notes for simple, direct lookups. Archived
-        and forgotten notes never appear; every returned note is access-stamped. Without a
-        project it searches the default project (all_projects=true searches every one);
-        include_files=true also returns matching passages of uploaded documents. The best
-        match is always returned; weaker ones are dropped only below the relative floor
-        (retrieval.relative_floor x the best score; 0 = none), the same ranking as
-        search_files and fs_search. ``answer`` is "single" when the top hit stands clear of
-        the rest (the second scores at most 60% of it: BRAIN__MEMORY__RELEVANCE_BAND, chosen on
-        the LoCoMo dev half), else "many"; a single answer comes alone unless top_k is given
-        (default 5, more_hits counts the rest). Hits are compact (id, title, score, snippet, tags, link count): get_note reads
-        one whole, detail="full" returns every note whole."""
-
+        """Search notes by meaning and keyword, for direct lookups. A clear single answer
+        comes alone unless top_k is given (5). Hits are compact; get_note reads one."""
         args = locals()
         return await call(lambda b: search_notes(b, args))
 
-    @mcp.tool(annotations=READ)
+    @tool(mcp, READ, out.ONE_NOTE)
     async def get_note(zk_id: ZkId) -> dict[str, Any]:
-        """One whole note by id (content, context, keywords, links, dates): what a compact
-        search hit leaves out. The read is access-stamped."""
+        """One whole note by id: content, context, keywords, links, dates."""
         return await call(lambda b: {"note": b.memory.get(zk_id)})
 
-    @mcp.tool(annotations=PURE_READ)
+    @tool(mcp, PURE_READ, out.RELATED)
     async def get_related(
         zk_id: ZkId, depth: Annotated[int, Field(ge=1, le=3)] = 1
     ) -> dict[str, Any]:
-        """Follow the knowledge graph from a note: linked notes up to ``depth`` hops away."""
+        """Notes linked to a note, up to depth hops away."""
         return await call(lambda b: b.memory.related(zk_id, depth))
 
-    @mcp.tool(annotations=WRITE)
+    @tool(mcp, WRITE, out.WRITTEN_NOTE)
     async def distill_to_permanent(zk_id: ZkId) -> dict[str, Any]:
-        """Promote a fleeting note to permanent knowledge: re-enriched, re-embedded, linked."""
+        """Promote a fleeting note to permanent: re-enriched, re-embedded, linked."""
         res = await call(lambda b: b.memory.distill(zk_id))
         return {"note": res.note, "linked": res.linked}
 
-    @mcp.tool(annotations=WRITE)
+    @tool(mcp, WRITE, out.RESTORED)
     async def restore_note(zk_id: ZkId) -> dict[str, Any]:
         """Bring back an archived note, or a forgotten one within its grace period."""
         return await call(lambda b: b.memory.restore(zk_id))
 
-    @mcp.tool(annotations=DESTRUCTIVE)
+    @tool(mcp, DESTRUCTIVE, out.FORGOTTEN)
     async def forget_memory(zk_id: ZkId) -> dict[str, Any]:
-        """Soft-delete a note: hidden everywhere at once, removed for good after the grace
-        period (default 7 days); restore_note undoes it until then."""
+        """Soft-delete a note; restore_note undoes it within the grace period."""
         p = await call(lambda b: b.memory.forget(zk_id))
         return {"zk_id": p["zk_id"], "forgotten": True, "forgotten_at": p.get("forgotten_at")}
 
-    @mcp.tool(annotations=PURE_READ)
-    async def brain_stats(ctx: Context) -> dict[str, Any]:  # noqa: ARG001 - keeps ctx typed
-        """Health check: counts by type and kind, graph size, backend, model, data dir, and the
-        index state (points, indexed and unindexed, the last maintenance run, running)."""
+    @tool(mcp, PURE_READ, out.STATS)
+    async def brain_stats() -> dict[str, Any]:
+        """Counts by type and kind, graph size, backend, model and index state."""
         return await call(lambda b: b.stats())
 
     for group in TOOL_GROUPS:
@@ -254,6 +221,11 @@ def create_server(
 # Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
 # a group that is missing or fails to import stops the server instead of vanishing.
 TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models)
+
+
+def _profile_of(settings: Settings | None, brain: Brain | None) -> Profile:
+    chosen = brain.settings if brain is not None else settings or load_settings()
+    return chosen.mcp.tools
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -113,10 +113,11 @@ def sections_for(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 @asynccontextmanager
-async def mcp_client(brain: Any) -> AsyncIterator[Any]:
-    """An in-process fastmcp Client over ``create_server(brain=brain)``."""
+async def mcp_client(brain: Any, profile: str = "full") -> AsyncIterator[Any]:
+    """An in-process fastmcp Client over ``create_server(brain=brain)``, listing ``profile``'s
+    tools (the benches call admin tools too)."""
     fastmcp = importlib.import_module("fastmcp")
-    server = importlib.import_module("mcp_server").create_server(brain=brain)
+    server = importlib.import_module("mcp_server").create_server(brain=brain, profile=profile)
     async with fastmcp.Client(server) as client:
         yield client
 

@@ -101,7 +101,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only",
         default=None,
         help="comma-separated subset of locomo,cosqa,speed,llm,tokens (default: all five; "
-        "--quick: all but tokens; and, only when named, "
+        "--quick: all but tokens; tokens includes surface; and, only when named, "
+        "surface: the tool list's size per profile and AGENTS.md's, in seconds; "
         "health: integrity scan time at 100k notes; hype: HyPE plumbing on LoCoMo dev with a "
         "loopback stub model; rebuild: a model switch's cost; quantization: none vs int8)",
     )
@@ -241,6 +242,10 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("HyPE plumbing on LoCoMo dev (loopback stub, not a real model) ...")
         results["hype"] = await hype.run(ctx)
         checkpoint()
+    if "tokens" in only or "surface" in only:
+        from bench import surface
+
+        results["surface"] = await surface.run(ctx)
     if "tokens" in only:
         from bench import tokens
 

@@ -333,6 +333,10 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         ]
     if "hype" in results:
         parts += hype_section(results["hype"])
+    if "surface" in results:
+        from bench import surface
+
+        parts += surface.section(results["surface"])
     if "tokens" in results:
         parts += tokens_section(results["tokens"])
     if results.get("notes"):

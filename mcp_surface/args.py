@@ -47,38 +47,29 @@ from mcp_surface.tool_errors import CodedToolError
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
 Line = Annotated[str, Field(max_length=MAX_LINE_CHARS)]
-Project = Annotated[
-    str, Field(min_length=1, max_length=MAX_LABEL_CHARS, description="Project name")
-]
-OptProject = Annotated[
-    str | None, Field(max_length=MAX_LABEL_CHARS, description="Project name")
-]
+Project = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_CHARS)]
+OptProject = Annotated[str | None, Field(max_length=MAX_LABEL_CHARS)]
 Name = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
 OptName = Annotated[str | None, Field(max_length=MAX_LABEL_CHARS)]
 OptFileName = Annotated[str | None, Field(max_length=MAX_FILE_NAME_CHARS)]
 Id = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 OptId = Annotated[str | None, Field(max_length=MAX_ID_CHARS)]
-ZkId = Annotated[str, Field(max_length=MAX_ID_CHARS, description="Note id, e.g. ZK-1A2B3C4D")]
+ZkId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 OptPath = Annotated[str | None, Field(max_length=MAX_PATH_CHARS)]
 Pattern = Annotated[str, Field(max_length=MAX_PATTERN_CHARS)]
 OptPattern = Annotated[str | None, Field(max_length=MAX_PATTERN_CHARS)]
-Date = Annotated[str | None, Field(max_length=MAX_DATE_CHARS, description="ISO date or time")]
+Date = Annotated[str | None, Field(max_length=MAX_DATE_CHARS)]  # ISO date or date-time
 Signature = Annotated[str, Field(min_length=1, max_length=MAX_SIGNATURE_CHARS)]
 Excerpt = Annotated[str | None, Field(
     max_length=MAX_EXCERPT_CHARS,
-    description="The newest part of the session transcript (prompts, answers, failed "
-                "commands), for the background LLM refinement of the handoff")]
+    description="Latest transcript part, for a background LLM rewrite of the handoff")]
 Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
-Detail = Annotated[Literal["compact", "full"], Field(
-    description="compact (default): per hit the id, title, score, a content snippet, tags "
-                "and link count; full: whole notes. get_note fetches one whole note")]
+Detail = Literal["compact", "full"]
 
 # -- lists --------------------------------------------------------------------------------
 TagList = Annotated[list[Tag] | None, Field(max_length=MAX_TAGS)]
-Lines = Annotated[
-    list[Line] | None, Field(max_length=MAX_ITEMS, description="One item per entry")
-]
+Lines = Annotated[list[Line] | None, Field(max_length=MAX_ITEMS)]
 Names = Annotated[list[Name] | None, Field(max_length=MAX_ITEMS)]
 Ids = Annotated[list[Id] | None, Field(max_length=MAX_ITEMS)]
 Paths = Annotated[list[PathArg] | None, Field(max_length=MAX_ITEMS)]

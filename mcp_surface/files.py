@@ -1,60 +1,39 @@
-"""Brain files tools: upload documents (PDF, DOCX, HTML, Markdown, text) and search them."""
+"""Brain files: ``search_files`` over uploaded documents (core), and the ``files`` tool (full
+profile) that uploads (PDF, DOCX, HTML, Markdown, text), lists, reprocesses and deletes them,
+each action also a ``brain ingest`` / ``brain files`` command."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from brain.embed_credential import search_warnings
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
 from brain.presentation import present, search_page
-from mcp_surface.args import Detail, Id, OptFileName, OptProject, PathArg, Query, Similarity
+from mcp_surface import outputs as out
+from mcp_surface.actions import check, uses
+from mcp_surface.args import Detail, Id, OptFileName, OptPath, OptProject, Query, Similarity
+from mcp_surface.lean import DESTRUCTIVE, PURE_READ, tool
 
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
-DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
-PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-
-FileId = Annotated[Id, Field(min_length=1, description="File id from ingest_file/list_files")]
+USES = uses(ingest="path project visibility", list="status", get="file_id",
+            reprocess="file_id", delete="file_id")
+NEEDS = uses(ingest="path", get="file_id", reprocess="file_id", delete="file_id")
 
 
 def register(mcp: Any, call: Any) -> None:
-    @mcp.tool(annotations=WRITE)
-    async def ingest_file(
-        path: Annotated[PathArg, Field(min_length=1, description="Path of a document on this machine")],
-        project: Annotated[OptProject, Field(description="Project to file it under")] = None,
-        visibility: Annotated[Literal["shared", "private"], Field(
-            description="shared: every agent of your user finds it; private: only this agent"
-        )] = "shared",
-    ) -> dict[str, Any]:
-        """Upload a document (PDF, DOCX, HTML, Markdown, text; at most 50 MB) so its passages
-        can be searched with search_files. Returns at once with status 'processing'; poll
-        get_file until 'ready' (or 'failed' with a reason). The same bytes uploaded again
-        return the existing record with deduped=true."""
-        return await call(lambda b: b.files.ingest(path, project, visibility))
-
-    @mcp.tool(annotations=PURE_READ)
+    @tool(mcp, PURE_READ, out.PASSAGES)
     async def search_files(
-        query: Annotated[Query, Field(description="What to look for, in words")],
-        limit: Annotated[int | None, Field(
-            ge=1, le=10_000,
-            description=f"How many passages to return (10; above {MAX_SEARCH_LIMIT}: clamped)"
-        )] = None,
-        file_name: Annotated[OptFileName, Field(description="Only this exact file name")] = None,
-        threshold: Annotated[Similarity | None, Field(
-            description="Optional minimum cosine similarity of a passage (default: none)"
-        )] = None,
+        query: Query,
+        limit: Annotated[int | None, Field(ge=1, le=10_000,
+                                           description=f"10; clamped to {MAX_SEARCH_LIMIT}")
+                         ] = None,
+        file_name: OptFileName = None,
+        threshold: Similarity | None = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
-        """Search uploaded documents by meaning and keywords (hybrid dense + BM25, the same
-        ranking as search_memory and fs_search): passages of ready files, best first, each
-        with file, chunk index, page (PDFs), score, similarity and the passage text to quote.
-        The best match is always returned; weaker ones are dropped only below the relative
-        floor (retrieval.relative_floor x the best score; 0 = none). A limit above
-        the maximum is clamped and the result says so in 'note'. Excerpts are cut to a
-        snippet (memory.snippet_chars) unless detail="full". A clear single answer comes
-        alone unless limit is given (answer, more_hits as in search_memory)."""
+        """Search uploaded documents: passages with file, page and text. A clear single
+        answer comes alone unless limit is given."""
         used, note = clamp_limit(limit or 10)
 
         def run(b: Any) -> dict[str, Any]:
@@ -69,28 +48,26 @@ def register(mcp: Any, call: Any) -> None:
 
         return await call(run)
 
-    @mcp.tool(annotations=PURE_READ)
-    async def list_files(
+    @tool(mcp, DESTRUCTIVE)
+    async def files(
+        action: Literal["ingest", "list", "get", "reprocess", "delete"],
+        path: Annotated[OptPath, Field(description="ingest: a document on this machine")] = None,
+        file_id: Annotated[Id | None, Field(min_length=1)] = None,
+        project: OptProject = None,
+        visibility: Literal["shared", "private"] = "shared",
         status: Literal["processing", "ready", "failed"] | None = None,
     ) -> dict[str, Any]:
-        """List uploaded documents with their status, chunk count and failure reason."""
-        files = await call(lambda b: b.files.list(status))
-        return {"files": files, "count": len(files)}
-
-    @mcp.tool(annotations=PURE_READ)
-    async def get_file(file_id: FileId) -> dict[str, Any]:
-        """Status of one uploaded document: processing, ready (with chunks_count) or failed
-        (with a reason)."""
-        return await call(lambda b: b.files.get(file_id))
-
-    @mcp.tool(annotations=WRITE)
-    async def reprocess_file(file_id: FileId) -> dict[str, Any]:
-        """Re-chunk and re-embed a document from its stored, redacted text (re-parsed from
-        its bytes only when files.keep_raw kept them), after a chunk-size or model change.
-        Its old passages are dropped first. A failed upload is retried by uploading again."""
-        return await call(lambda b: b.files.reprocess(file_id))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def delete_file(file_id: FileId) -> dict[str, Any]:
-        """Delete an uploaded document: its record, its passages and its stored text."""
-        return await call(lambda b: b.files.delete(file_id))
+        """Uploaded documents: ingest (at most 50 MB; poll get until ready), list, get,
+        reprocess (re-chunk, re-embed), delete."""
+        check("files", files, locals(), USES, NEEDS)
+        if action == "list":
+            found = await call(lambda b: b.files.list(status))
+            return {"files": found, "count": len(found)}
+        fid, where = file_id or "", path or ""
+        runs = {
+            "ingest": lambda b: b.files.ingest(where, project, visibility),
+            "get": lambda b: b.files.get(fid),
+            "reprocess": lambda b: b.files.reprocess(fid),
+            "delete": lambda b: b.files.delete(fid),
+        }
+        return await call(runs[action])

@@ -1,76 +1,69 @@
-"""File tools over sources: read and list the live disk with index presence, write with a
-change journal, and review the journalled changes (approve / revert by fingerprint)."""
+"""File tools over sources (full profile): ``fs`` reads and lists the live disk with index
+presence and writes with a change journal; ``changes`` reviews the journalled changes
+(approve / revert by fingerprint). Each action is also a ``brain fs`` / ``brain changes``
+command."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from mcp_surface.actions import check, uses
 from mcp_surface.args import Id, Name, PathArg, Text
+from mcp_surface.lean import DESTRUCTIVE, WRITE, tool
+from mcp_surface.tool_errors import CodedToolError
 
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
-DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
-PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-
-Source = Annotated[Name, Field(min_length=1, description="Source name or id (see list_sources)")]
-FilePath = Annotated[PathArg, Field(min_length=1, description="File path relative to the source "
-                                                              "root (or absolute inside it)")]
-ChangeId = Annotated[Id, Field(min_length=1, description="Change id (see list_changes)")]
-Fingerprint = Annotated[str, Field(min_length=1, max_length=64,
-                                   description="The fingerprint preview_change returned")]
+Source = Annotated[Name, Field(min_length=1, description="Source name or id")]
+FS_USES = uses(read="path", list="path limit", write="path content")
+CHANGE_USES = uses(list="source status limit", preview="change_id",
+                   approve="change_id fingerprint", revert="change_id fingerprint")
+CHANGE_NEEDS = uses(list="", preview="change_id", approve="change_id fingerprint",
+                    revert="change_id fingerprint")
 
 
 def register(mcp: Any, call: Any) -> None:
-    @mcp.tool(annotations=PURE_READ)
-    async def fs_read(source: Source, path: FilePath) -> dict[str, Any]:
-        """Read a file of a source from the disk (even before it is indexed), with its index
-        presence: synced, unindexed, stale_indexed (changed or gone on disk) or brain (only
-        the index has it). Credential files are refused; secrets in content are redacted."""
-        return await call(lambda b: b.fs.read(source, path))
-
-    @mcp.tool(annotations=PURE_READ)
-    async def fs_list(
+    @tool(mcp, WRITE)
+    async def fs(
+        action: Literal["read", "list", "write"],
         source: Source,
-        folder: Annotated[PathArg, Field(description="Folder inside the source; '' the root")] = "",
-        limit: Annotated[int, Field(ge=1, le=20_000, description="Entries at most")] = 1000,
+        path: Annotated[PathArg, Field(description="Relative to the source root; list: a "
+                                                   "folder, '' the root")] = "",
+        content: Text | None = None,
+        limit: Annotated[int, Field(ge=1, le=20_000)] = 1000,
     ) -> dict[str, Any]:
-        """List a folder of a source from the disk, each file with its index presence; files
-        only the index still holds are listed too. Filtered like a sync (no credential file)."""
-        return await call(lambda b: b.fs.list(source, folder, limit))
+        """A source's files on disk: read (with index presence), list a folder, write
+        (indexed at once, journalled for changes). Credential files refused; secrets
+        redacted."""
+        check("fs", fs, locals(), FS_USES, uses(read="path", list="", write="path"))
+        if action == "read":
+            return await call(lambda b: b.fs.read(source, path))
+        if action == "list":
+            return await call(lambda b: b.fs.list(source, path, limit))
+        if content is None:
+            raise CodedToolError("INVALID_ARGUMENT", "fs(action='write') needs content",
+                                 {"field": "content", "action": action})
+        text = content
+        return await call(lambda b: b.fs.write(source, path, text))
 
-    @mcp.tool(annotations=WRITE)
-    async def fs_write(source: Source, path: FilePath, content: Text) -> dict[str, Any]:
-        """Write a text file inside a source. It is indexed before the call returns and the
-        change is journalled with the content it replaced (see list_changes). Secrets in
-        content are redacted; credential files and excluded paths are refused."""
-        return await call(lambda b: b.fs.write(source, path, content))
-
-    @mcp.tool(annotations=PURE_READ)
-    async def list_changes(
-        source: Annotated[Name | None, Field(description="Changes of one source")] = None,
+    @tool(mcp, DESTRUCTIVE)
+    async def changes(
+        action: Literal["list", "preview", "approve", "revert"],
+        change_id: Annotated[Id | None, Field(min_length=1)] = None,
+        fingerprint: Annotated[str | None, Field(
+            min_length=1, max_length=64, description="What preview returned")] = None,
+        source: Annotated[Name | None, Field(description="list: one source's")] = None,
         status: Literal["pending", "approved", "reverted", "all"] = "pending",
         limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
-        """Changes fs_write made, from the durable journal (still listed when the index is
-        down), each with whether the index holds what it wrote."""
-        return await call(lambda b: b.changes.list(source, status, limit))
-
-    @mcp.tool(annotations=PURE_READ)
-    async def preview_change(change_id: ChangeId) -> dict[str, Any]:
-        """Review a change: the bytes on disk now, the snapshot it wrote and the baseline it
-        replaced, plus the fingerprint approve_change / revert_change need."""
-        return await call(lambda b: b.changes.preview(change_id))
-
-    @mcp.tool(annotations=WRITE)
-    async def approve_change(change_id: ChangeId, fingerprint: Fingerprint) -> dict[str, Any]:
-        """Accept a change as previewed; refused (CHANGE_CONFLICT) if it moved on since."""
-        return await call(lambda b: b.changes.approve(change_id, fingerprint))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def revert_change(change_id: ChangeId, fingerprint: Fingerprint) -> dict[str, Any]:
-        """Put back what a change replaced (or remove the file it created) and re-index it.
-        Refused when it moved on since the preview, when the baseline was not kept, or
-        when the path now holds other content."""
-        return await call(lambda b: b.changes.revert(change_id, fingerprint))
+        """Review fs writes: list, preview (disk now, what it wrote and replaced, the
+        fingerprint), approve or revert one as previewed."""
+        check("changes", changes, locals(), CHANGE_USES, CHANGE_NEEDS)
+        cid, fp = change_id or "", fingerprint or ""
+        runs = {
+            "list": lambda b: b.changes.list(source, status, limit),
+            "preview": lambda b: b.changes.preview(cid),
+            "approve": lambda b: b.changes.approve(cid, fp),
+            "revert": lambda b: b.changes.revert(cid, fp),
+        }
+        return await call(runs[action])

@@ -1,23 +1,28 @@
-"""Vector health tools: stats, integrity scan, duplicates, hot files and the collection report
-(read-only), GC, repair, index rebuild and quantization switch (destructive, dry runs by
-default). Each data report covers what the caller may see; the collection actions change the
-store's structure (indexes, quantization), never a point's data."""
+"""The ``health`` tool (full profile): vector health in one tool with an ``action``.
+
+Read-only reports (stats, scan, duplicates, hot_files, collection) cover what the caller may
+see; gc, repair, rebuild_indexes and quantization are dry runs unless ``dry_run=false``, and
+the last two change the store's structure (indexes, quantization), never a point's data.
+Each action is also ``brain health <action>``.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from mcp_surface.actions import check, uses
 from mcp_surface.args import Id, OptProject
-
-DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
-PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+from mcp_surface.lean import DESTRUCTIVE, tool
 
 MAX_LISTED = 10_000  # ids a GC answer lists, and a GC run accepts back
-ScopeProject = Annotated[OptProject, Field(description="Only this project (default: all yours)")]
-DryRun = Annotated[bool, Field(description="true (default): only report what would change")]
+Action = Literal["stats", "scan", "duplicates", "hot_files", "collection", "gc", "repair",
+                 "rebuild_indexes", "quantization"]
+USES = uses(stats="project", scan="project", duplicates="project threshold max_points",
+            hot_files="project", collection="project", gc="dry_run project expect",
+            repair="dry_run project limit", rebuild_indexes="dry_run",
+            quantization="mode dry_run")
 
 
 def _listed(out: dict[str, Any]) -> dict[str, Any]:
@@ -28,90 +33,31 @@ def _listed(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(mcp: Any, call: Any) -> None:
-    @mcp.tool(annotations=PURE_READ)
-    async def health_stats(project: ScopeProject = None) -> dict[str, Any]:
-        """Cheap health figures: points per kind, forgotten and fleeting notes, the active
-        model (and a pending switch), queue depths, hot files."""
-        return await call(lambda b: b.health.stats(project))
-
-    @mcp.tool(annotations=PURE_READ)
-    async def health_scan(project: ScopeProject = None) -> dict[str, Any]:
-        """Integrity scan (read-only, a full pass): orphan points, links to missing notes,
-        notes missing from the graph, vectors of another model, points missing a dense or
-        BM25 vector, payloads missing fields; counts and sample ids. Fix with health_gc
-        (orphans) and health_repair (the rest)."""
-        return await call(lambda b: b.health.scan(project))
-
-    @mcp.tool(annotations=PURE_READ)
-    async def health_duplicates(
-        project: ScopeProject = None,
-        threshold: Annotated[float | None, Field(
-            gt=0, le=1, allow_inf_nan=False,
-            description="Cosine similarity for a duplicate (default [health] duplicate_threshold)")
-        ] = None,
-        max_points: Annotated[int, Field(ge=1, le=20_000, description="Points examined at most")
-                              ] = 2000,
-    ) -> dict[str, Any]:
-        """Near-identical notes and chunks, in groups. Removes nothing: merge notes with
-        consolidate_clusters."""
-        return await call(lambda b: b.health.duplicates(project, threshold, max_points))
-
-    @mcp.tool(annotations=PURE_READ)
-    async def health_hot_files(project: ScopeProject = None) -> dict[str, Any]:
-        """Source files rewritten at or above [health] hot_file_threshold times within the
-        rolling window (an automated writer: exclude it from its source)."""
-        return await call(lambda b: b.health.hot_files(project))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def health_gc(
-        dry_run: DryRun = True,
-        project: ScopeProject = None,
+    @tool(mcp, DESTRUCTIVE)
+    async def health(
+        action: Action,
+        project: Annotated[OptProject, Field(description="Default: all yours")] = None,
+        dry_run: bool = True,
+        threshold: Annotated[float | None, Field(gt=0, le=1, allow_inf_nan=False)] = None,
+        max_points: Annotated[int, Field(ge=1, le=20_000)] = 2000,
         expect: Annotated[list[Id] | None, Field(
-            max_length=MAX_LISTED,
-            description="The ids a dry run listed: only these are deleted (still orphans)")
-        ] = None,
+            max_length=MAX_LISTED, description="gc: the ids its dry run listed")] = None,
+        limit: Annotated[int, Field(ge=1, le=100_000)] = 10_000,
+        mode: Literal["none", "int8"] | None = None,
     ) -> dict[str, Any]:
-        """Garbage collection of orphan points (chunks and files of removed sources or
-        files, passages of deleted documents). dry_run=true lists the ids; pass them back as
-        expect with dry_run=false to delete exactly those. ACTION_IN_PROGRESS while another
-        GC or repair runs for the project."""
-        return _listed(await call(lambda b: b.health.gc(dry_run, project, expect)))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def health_repair(
-        dry_run: DryRun = True,
-        project: ScopeProject = None,
-        limit: Annotated[int, Field(ge=1, le=100_000, description="Points repaired at most")
-                         ] = 10_000,
-    ) -> dict[str, Any]:
-        """Repair what can be rebuilt: drop links to missing notes, put notes back in the
-        graph, re-encode missing BM25 vectors, re-embed missing or other-model dense vectors.
-        Bounded by limit; run again to go on. ACTION_IN_PROGRESS while another run holds the
-        project."""
-        return await call(lambda b: b.health.repair(dry_run, project, limit))
-
-    @mcp.tool(annotations=PURE_READ)
-    async def health_collection(project: ScopeProject = None) -> dict[str, Any]:
-        """Collection report (read-only): payload indexes missing or with another schema
-        than declared, the store's quantization against [index] quantization (and the store
-        meta's record), points missing their BM25 vector. ``fix`` names the tool for each."""
-        return await call(lambda b: b.health.collection(project))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def health_rebuild_indexes(dry_run: DryRun = True) -> dict[str, Any]:
-        """Create again, with their declared settings, the payload indexes the collection
-        report lists as missing or different. Whole store; ACTION_IN_PROGRESS while another
-        health action runs."""
-        return await call(lambda b: b.health.rebuild_indexes(dry_run))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def health_quantization(
-        mode: Annotated[Literal["none", "int8"] | None, Field(
-            description="Target mode (default: the [index] quantization setting)")] = None,
-        dry_run: DryRun = True,
-    ) -> dict[str, Any]:
-        """Switch the store's dense vector quantization (int8: scalar, searched with
-        rescoring) and record it in the store. Rebuilds the store's segments (on Qdrant Edge
-        out of process, searches keep answering); NOT_SUPPORTED on qdrant-client local mode.
-        ACTION_IN_PROGRESS while another health action runs."""
-        return await call(lambda b: b.health.apply_quantization(mode, dry_run))
+        """Store health. Reports: stats, scan, duplicates, hot_files, collection. Fixes, dry
+        runs unless dry_run=false: gc, repair, rebuild_indexes, quantization."""
+        check("health", health, locals(), USES)
+        runs = {
+            "stats": lambda b: b.health.stats(project),
+            "scan": lambda b: b.health.scan(project),
+            "duplicates": lambda b: b.health.duplicates(project, threshold, max_points),
+            "hot_files": lambda b: b.health.hot_files(project),
+            "collection": lambda b: b.health.collection(project),
+            "gc": lambda b: b.health.gc(dry_run, project, expect),
+            "repair": lambda b: b.health.repair(dry_run, project, limit),
+            "rebuild_indexes": lambda b: b.health.rebuild_indexes(dry_run),
+            "quantization": lambda b: b.health.apply_quantization(mode, dry_run),
+        }
+        result = await call(runs[action])
+        return _listed(result) if action == "gc" else result

@@ -1,33 +1,37 @@
-"""Embedding model switch tools (read-only): where a switch stands, and what one would cost.
-Switching itself is an operator's command (``brain model switch``): it rebuilds the store."""
+"""The ``model`` tool (full profile, read-only): where an embedding model switch stands, and
+what one would cost. Switching itself is an operator's command (``brain model switch``): it
+rebuilds the store."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
-PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+from mcp_surface.actions import check, uses
+from mcp_surface.lean import PURE_READ, tool
 
 ModelId = Annotated[str | None, Field(
-    max_length=300, description="Target model id (default: the configured model pending a "
-    "switch)")]
-Dimension = Annotated[int, Field(ge=0, le=8192, description="Target dimension; 0 = its default")]
+    max_length=300, description="Default: the configured model pending a switch")]
+Dimension = Annotated[int, Field(ge=0, le=8192, description="0 = the model's default")]
+USES = uses(status="", estimate="model dimension")
 
 
 def register(mcp: Any, call: Any) -> None:
-    @mcp.tool(annotations=PURE_READ)
-    async def model_status() -> dict[str, Any]:
-        """The active embedding model and generation, a rebuild in progress (status, progress,
-        checkpoint, rate), the previous generation kept for rollback, a pending switch."""
-        return await call(lambda b: b.model_switch.status())
-
-    @mcp.tool(annotations=PURE_READ)
-    async def model_estimate(model: ModelId = None, dimension: Dimension = 0) -> dict[str, Any]:
-        """What switching to a model would take: points per kind, a sample embedded with it,
-        a time range and (remote models) a token count. Changes nothing."""
+    @tool(mcp, PURE_READ)
+    async def model(
+        action: Literal["status", "estimate"],
+        model: ModelId = None,
+        dimension: Dimension = 0,
+    ) -> dict[str, Any]:
+        """Embedding model: status (active model, rebuild progress, pending switch) or
+        estimate (what switching to a model would take; changes nothing)."""
+        check("model", _model, locals(), USES)
+        if action == "status":
+            return await call(lambda b: b.model_switch.status())
         from brain.generations.wiring import run_command
 
         return await call(lambda b: run_command(b.model_switch, "estimate", model or "",
                                                 dimension, b.settings.embedding.provider))
+
+    _model = model

@@ -40,6 +40,7 @@ from brain.owner_report import report
 from mcp_surface import owner_rpc
 from mcp_surface.args import argument_error
 from mcp_surface.http_tokens import OwnerTokenVerifier
+from mcp_surface.profiles import current_shape
 from mcp_surface.tool_errors import CodedToolError
 
 META = "opencode-brain"  # key of our entry in a forwarded request's _meta
@@ -219,7 +220,8 @@ class OwnerEndpoint:
             raise CodedToolError("UNAUTHORIZED", "a forwarded call must name its caller")
         caller = Identity(str(ident["user_id"]), str(ident["agent_id"]))
         self.seen(pid, caller, call=True)
-        name, args = str(frame["name"]), dict(frame.get("args") or {})
+        # scripts and hooks call here directly, maybe in an earlier release's shape
+        name, args = current_shape(str(frame["name"]), dict(frame.get("args") or {}))
         request_id = str(frame.get("request_id") or "")
         res: ToolResult | None = None
         if frame.get("retry") and request_id and name in DEDUPED:

@@ -1,4 +1,6 @@
-"""Source index tools: watched folders, their sync jobs, and fs_search over their files."""
+"""Source index tools: ``fs_search`` over the files of watched folders (core), and the
+``sources`` tool (full profile) that adds, edits, syncs and repairs them, each action also a
+``brain source`` / ``brain sync`` command."""
 
 from __future__ import annotations
 
@@ -6,171 +8,68 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastmcp import Context
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from brain.limits import MAX_QUERY_CHARS
+from mcp_surface import outputs as out
+from mcp_surface.actions import check, uses
 from mcp_surface.args import (
     Date,
     IntervalS,
-    Name,
     Names,
     OptId,
     OptName,
     OptPath,
     OptPattern,
     OptProject,
-    PathArg,
     Paths,
     Patterns,
     ScanFiles,
     TagList,
 )
+from mcp_surface.lean import DESTRUCTIVE, PURE_READ, tool
 
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
-DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
-PURE_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-
-Source = Annotated[Name, Field(min_length=1, description="Source name or id (see list_sources)")]
 Trigger = Literal["auto", "manual", "interval"]
 Pinned = Annotated[bool | None, Field(
-    description="Keep syncing in the background when [sync] auto is packages-only "
-                "(default: when it holds skills, rules, agents or a package manifest)")]
+    description="Syncs under [sync] auto=packages-only (default: holds package content)")]
 
 
-def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
-    @mcp.tool(annotations=WRITE)
-    async def add_source(
-        path: Annotated[PathArg, Field(min_length=1, description="Folder on this machine")],
-        name: Annotated[OptName, Field(description="Short name; default the folder")] = None,
-        project: Annotated[OptProject, Field(description="Project the files belong to")] = None,
-        trigger: Trigger = "auto",
-        exclude: Patterns = None,
-        include: Patterns = None,
-        max_scan_files: ScanFiles = None,
-        interval_s: IntervalS = None,
-        visibility: Annotated[Literal["shared", "private"], Field(
-            description="shared: every agent of your user searches it; private: only this agent"
-        )] = "shared",
-        pinned: Pinned = None,
-    ) -> dict[str, Any]:
-        """Index a folder so fs_search finds its files by meaning, metadata or text. 'auto'
-        watches it and re-indexes changed files within seconds; 'manual' syncs only on
-        sync_source; 'interval' every interval_s. Credential stores, .env files, key material,
-        node_modules and build output are never indexed. Starts a first sync job."""
-        return await call(
-            lambda b: b.sources.add(
-                path, name, project, trigger, exclude, include, max_scan_files, interval_s,
-                visibility=visibility, pinned=pinned,
-            )
-        )
+Action = Literal["add", "list", "update", "remove", "sync", "status", "cancel", "rescan",
+                 "reset", "reembed", "repair_orphans"]
+_EDIT = "name project trigger exclude include max_scan_files interval_s pinned"
+USES = uses(add=f"path visibility {_EDIT}", list="project", update=f"source {_EDIT}",
+            remove="source purge", sync="source wait paths", status="job_id source",
+            cancel="job_id source", rescan="source", reset="source",
+            reembed="source path confirm", repair_orphans="dry_run")
+NEEDS = uses(add="path", update="source", remove="source", sync="source", rescan="source",
+             reset="source", reembed="source")
 
-    @mcp.tool(annotations=PURE_READ)
-    async def list_sources(project: OptProject = None) -> dict[str, Any]:
-        """List sources with trigger, filters and the last index snapshot (indexed /
-        unindexed / total files; a total like '200000+' means the scan cap was hit)."""
-        found = await call(lambda b: b.sources.list(project))
-        return {"sources": found, "count": len(found)}
 
-    @mcp.tool(annotations=WRITE)
-    async def update_source(
-        source: Source,
-        name: OptName = None,
-        project: OptProject = None,
-        trigger: Trigger | None = None,
-        exclude: Patterns = None,
-        include: Patterns = None,
-        max_scan_files: ScanFiles = None,
-        interval_s: IntervalS = None,
-        pinned: Pinned = None,
-    ) -> dict[str, Any]:
-        """Change a source. New exclude/include rules start a sync that removes the search
-        data of files the rules no longer cover."""
-        changes = {
-            k: v
-            for k, v in dict(
-                name=name,
-                project=project,
-                trigger=trigger,
-                exclude=exclude,
-                include=include,
-                max_scan_files=max_scan_files,
-                interval_s=interval_s,
-                pinned=pinned,
-            ).items()
-            if v is not None
-        }
-        return await call(lambda b: b.sources.update(source, **changes))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def remove_source(source: Source, purge: bool = False) -> dict[str, Any]:
-        """Stop indexing a source. Its search data stays (as orphans, see repair_orphans)
-        unless purge=true deletes it now."""
-        return await call(lambda b: b.sources.remove(source, purge))
-
-    @mcp.tool(annotations=WRITE)
-    async def sync_source(
-        source: Source,
-        ctx: Context,
-        wait: Annotated[bool, Field(description="Wait for the job, reporting progress")] = False,
-        paths: Annotated[Paths, Field(description="Only these relative paths")] = None,
-    ) -> dict[str, Any]:
-        """Reconcile a source with the disk now (unchanged files cost nothing). Returns the
-        job at once; wait=true reports progress and returns the finished job."""
-        job = await call(lambda b: b.sources.sync(source, paths=paths))
-        return await _follow(call, ctx, job) if wait else job
-
-    @mcp.tool(annotations=PURE_READ)
-    async def sync_status(
-        job_id: Annotated[OptId, Field(description="One job; omit for all")] = None,
-        source: Annotated[OptName, Field(description="Jobs of one source")] = None,
-    ) -> dict[str, Any]:
-        """Status, progress and result of sync jobs (queued, running, done, cancelled,
-        failed)."""
-        if job_id:
-            return await call(lambda b: b.sources.job(job_id))
-        found = await call(lambda b: b.sources.jobs(source))
-        return {"jobs": found, "count": len(found)}
-
-    @mcp.tool(annotations=WRITE)
-    async def cancel_sync(job_id: OptId = None, source: OptName = None) -> dict[str, Any]:
-        """Cancel a sync job (or every job of a source) within about a second. What it
-        already indexed stays valid; the next sync picks up where it stopped."""
-        return await call(lambda b: b.sources.cancel(job_id, source))
-
-    @mcp.tool(annotations=PURE_READ)
+def register(mcp: Any, call: Any) -> None:
+    @tool(mcp, PURE_READ, out.FS_SEARCH)
     async def fs_search(
-        query: Annotated[
-            str,
-            Field(max_length=MAX_QUERY_CHARS,
-                  description="Words (semantic/filter) or pattern (grep)"),
-        ],
+        query: Annotated[str, Field(max_length=MAX_QUERY_CHARS,
+                                    description="Words, or a pattern for grep")],
         search_mode: Literal["semantic", "filter", "grep"] = "semantic",
         project: OptProject = None,
         source: OptName = None,
-        folder: Annotated[
-            OptPath, Field(description="Absolute folder inside a source, or relative to source")
-        ] = None,
-        path_glob: Annotated[OptPattern, Field(description="e.g. '**/*.py' or 'src/**'")] = None,
-        category: Names = None,
+        folder: OptPath = None,
+        path_glob: Annotated[OptPattern, Field(description="e.g. 'src/**/*.py'")] = None,
+        category: Annotated[Names, Field(
+            description="code, docs, config, skills, rules, agents, commands, contribution, "
+                        "conversation")] = None,
         tags: TagList = None,
         created_after: Date = None,
         created_before: Date = None,
         modified_after: Date = None,
         modified_before: Date = None,
-        limit: Annotated[int | None, Field(ge=1, le=200, description="Rows (10)")] = None,
-        fixed: Annotated[bool, Field(description="grep: literal text, not a regex")] = False,
+        limit: Annotated[int | None, Field(ge=1, le=200, description="10")] = None,
+        fixed: Annotated[bool, Field(description="grep: literal, not regex")] = False,
         case_insensitive: bool = False,
     ) -> dict[str, Any]:
-        """Search the files of indexed sources. semantic: by meaning (hybrid dense + BM25,
-        the same ranking as search_memory and search_files), one row per file with its best
-        chunk; the best match is always returned, weaker ones dropped only below the relative
-        floor (retrieval.relative_floor x the best score; 0 = none);
-        filter: by category (code, docs, config, skills, rules, agents, commands,
-        contribution, conversation), tags, glob or dates, with query as keywords ranked by
-        frequency (empty query lists files); grep: regex/literal over the live files, always
-        current. Results carry path, line range, score and a snippet. semantic: a clear single
-        answer comes alone unless limit is given (answer, more_hits as in search_memory)."""
+        """Search project files: semantic (hybrid, a row per file; a clear single answer
+        alone unless limit is given), filter (metadata, query as keywords) or grep (live
+        files, ISO dates)."""
         return await call(
             lambda b: b.sources.search(
                 query,
@@ -191,32 +90,62 @@ def register(mcp: Any, call: Any) -> None:  # noqa: C901 - one closure per tool
             )
         )
 
-    @mcp.tool(annotations=WRITE)
-    async def rescan_source(source: Source) -> dict[str, Any]:
-        """Walk the whole source again and re-read every file; files whose content did not
-        change keep their vectors. Use when changes were missed."""
-        return await call(lambda b: b.sources.rescan(source))
-
-    @mcp.tool(annotations=WRITE)
-    async def reset_source_state(source: Source) -> dict[str, Any]:
-        """Forget what the last sync saw and cancel its running job, so the next sync
-        compares every file. Deletes no file and no vector."""
-        return await call(lambda b: b.sources.reset_state(source))
-
-    @mcp.tool(annotations=WRITE)
-    async def reembed(
-        source: Source,
-        path: Annotated[OptPath, Field(description="A folder or file in the source")] = None,
-        confirm: Annotated[bool, Field(description="Run it; false only estimates")] = False,
+    @tool(mcp, DESTRUCTIVE)
+    async def sources(  # noqa: C901 - one branch per action
+        action: Action,
+        ctx: Context,
+        source: Annotated[OptName, Field(description="Name or id")] = None,
+        path: Annotated[OptPath, Field(description="add: the folder; reembed: a part")] = None,
+        name: OptName = None,
+        project: OptProject = None,
+        trigger: Trigger | None = None,
+        exclude: Patterns = None,
+        include: Patterns = None,
+        max_scan_files: ScanFiles = None,
+        interval_s: IntervalS = None,
+        pinned: Pinned = None,
+        visibility: Literal["shared", "private"] = "shared",
+        purge: Annotated[bool, Field(description="remove: delete its search data now")] = False,
+        wait: Annotated[bool, Field(description="sync: wait, reporting progress")] = False,
+        paths: Annotated[Paths, Field(description="sync: only these")] = None,
+        job_id: OptId = None,
+        confirm: Annotated[bool, Field(description="reembed: run it, not estimate")] = False,
+        dry_run: bool = True,
     ) -> dict[str, Any]:
-        """Embed a source, folder or file again, changed or not (costly). Without
-        confirm=true it only returns a sample-based time estimate range."""
-        return await call(lambda b: b.sources.reembed(source, path, confirm))
-
-    @mcp.tool(annotations=DESTRUCTIVE)
-    async def repair_orphans(dry_run: bool = True) -> dict[str, Any]:
-        """Find search data of removed sources; dry_run=false deletes it."""
-        return await call(lambda b: b.sources.repair_orphans(dry_run))
+        """Indexed folders: add (auto: watched), list, update, remove, sync, status, cancel,
+        rescan, reset, reembed, repair_orphans. Credential files are never indexed."""
+        check("sources", sources, locals(), USES, NEEDS)
+        src = source or ""
+        edits = {k: v for k, v in dict(
+            name=name, project=project, trigger=trigger, exclude=exclude, include=include,
+            max_scan_files=max_scan_files, interval_s=interval_s, pinned=pinned).items()
+            if v is not None}
+        if action == "add":
+            folder = path or ""
+            return await call(lambda b: b.sources.add(
+                folder, name, project, trigger or "auto", exclude, include, max_scan_files,
+                interval_s, visibility=visibility, pinned=pinned))
+        if action == "list":
+            found = await call(lambda b: b.sources.list(project))
+            return {"sources": found, "count": len(found)}
+        if action == "sync":
+            job = await call(lambda b: b.sources.sync(src, paths=paths))
+            return await _follow(call, ctx, job) if wait else job
+        if action == "status":
+            if job_id:
+                return await call(lambda b: b.sources.job(job_id))
+            jobs = await call(lambda b: b.sources.jobs(source))
+            return {"jobs": jobs, "count": len(jobs)}
+        runs = {
+            "update": lambda b: b.sources.update(src, **edits),
+            "remove": lambda b: b.sources.remove(src, purge),
+            "cancel": lambda b: b.sources.cancel(job_id, source),
+            "rescan": lambda b: b.sources.rescan(src),
+            "reset": lambda b: b.sources.reset_state(src),
+            "reembed": lambda b: b.sources.reembed(src, path, confirm),
+            "repair_orphans": lambda b: b.sources.repair_orphans(dry_run),
+        }
+        return await call(runs[action])
 
 
 async def _follow(call: Any, ctx: Context, job: dict[str, Any]) -> dict[str, Any]:

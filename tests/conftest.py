@@ -120,7 +120,7 @@ async def client(brain: Brain):  # noqa: ANN201
 
     from mcp_server import create_server
 
-    async with Client(create_server(brain=brain)) as c:
+    async with Client(create_server(profile="full", brain=brain)) as c:
         yield c
 
 
@@ -130,7 +130,7 @@ async def real_client(real_brain: Brain):  # noqa: ANN201
 
     from mcp_server import create_server
 
-    async with Client(create_server(brain=real_brain)) as c:
+    async with Client(create_server(profile="full", brain=real_brain)) as c:
         yield c
 
 

@@ -1,71 +1,79 @@
-"""AGENTS.md documents exactly the tools the server lists.
+"""The docs name what exists: AGENTS.md and docs/tools.md against the live tool lists, and
+every setting and tool any doc names against the code.
 
-Checked in both directions against the live server (in-process client):
-- every tool the server lists has a row in AGENTS.md's tool reference;
-- every tool name AGENTS.md mentions in backticks is a tool the server lists.
-
-Every group of the tool reference must be live: tool groups are registered by plain import
-(mcp_server.TOOL_GROUPS), so a group that registers nothing is a broken group, not one
-documented ahead of its code.
+- AGENTS.md documents exactly the core profile (a row per tool, both ways), and every bare
+  identifier it puts in backticks is a tool or an argument of one;
+- docs/tools.md documents exactly the full profile, each tool in the group (module of
+  mcp_server.TOOL_GROUPS, or "core" for mcp_server's own) that registers it;
+- README.md, AGENTS.md and docs/*.md name only real settings (``BRAIN__SECTION__FIELD``,
+  ``[section] field``, ``section.field``) and never a tool name of an earlier release outside
+  docs/tools.md's table of them;
+- the front doors stay small: AGENTS.md at most 4,000 characters, README.md 15,000.
 """
 
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
+from typing import Any
 
-AGENTS = Path(__file__).resolve().parent.parent / "AGENTS.md"
-ROW = re.compile(r"^\| `([a-z_]+)` \| ([a-z]+) \|", re.M)
+import pytest
+from pydantic import BaseModel
+
+from config import Settings
+from mcp_surface.profiles import CORE, RENAMED
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS = ROOT / "AGENTS.md"
+TOOLS_DOC = ROOT / "docs" / "tools.md"
+DOCS = [ROOT / "README.md", AGENTS, *sorted((ROOT / "docs").glob("*.md"))]
+ROW = re.compile(r"^\| `([a-z_]+)` \|", re.M)
+GROUP_ROW = re.compile(r"^\| `([a-z_]+)` \| ([a-z]+) \|", re.M)
 BACKTICKED = re.compile(r"`([a-z][a-z_]*)`")
 
 
-def documented() -> dict[str, str]:
-    return {name: group for name, group in ROW.findall(AGENTS.read_text(encoding="utf-8"))}
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
-async def test_every_listed_tool_is_documented(client) -> None:  # noqa: ANN001
-    live = {t.name for t in await client.list_tools()}
-    missing = sorted(live - set(documented()))
-    assert not missing, f"tools the server lists but AGENTS.md does not document: {missing}"
+async def _listed(profile: str, brain: Any) -> dict[str, Any]:
+    from fastmcp import Client
+
+    from mcp_server import create_server
+
+    async with Client(create_server(brain=brain, profile=profile)) as c:  # type: ignore[arg-type]
+        return {t.name: t for t in await c.list_tools()}
 
 
-async def test_every_documented_tool_exists(client) -> None:  # noqa: ANN001
-    live = {t.name for t in await client.list_tools()}
-    rows = documented()
-    groups_live = {group for name, group in rows.items() if name in live}
-    assert groups_live == set(rows.values()), (
-        f"tool groups documented but registering nothing: {set(rows.values()) - groups_live}"
-    )
-    text = AGENTS.read_text(encoding="utf-8")
-    mentioned = set(BACKTICKED.findall(text))
-    # Every bare identifier in backticks is a tool with a reference row (no stray names).
-    assert mentioned <= set(rows), f"not in the tool reference: {sorted(mentioned - set(rows))}"
-    dead = sorted(n for n in rows if n not in live)
-    assert not dead, f"AGENTS.md documents tools the server does not list: {dead}"
+def test_the_front_doors_are_small() -> None:
+    assert len(_text(AGENTS)) <= 4000, len(_text(AGENTS))
+    assert len(_text(ROOT / "README.md")) <= 15_000
 
 
-def test_protocol_covers_the_workflow_order() -> None:
-    text = AGENTS.read_text(encoding="utf-8")
-    order = [
-        "`open_session`",
-        "`preflight_check`",
-        "`record_failure`",
-        "`record_resolution`",
-        "`close_session`",
-        "`archive_stale_notes`",
-    ]
-    positions = [text.index(t) for t in order]
-    assert positions == sorted(positions)
+async def test_agents_md_documents_exactly_the_core_profile(brain: Any) -> None:
+    live = await _listed("core", brain)
+    rows = set(ROW.findall(_text(AGENTS)))
+    assert set(live) == rows == CORE, (set(live) ^ rows)
+    arguments = {a for t in live.values() for a in t.inputSchema.get("properties", {})}
+    stray = set(BACKTICKED.findall(_text(AGENTS))) - rows - arguments
+    assert not stray, f"AGENTS.md names what no core tool is or takes: {sorted(stray)}"
+
+
+async def test_tools_md_documents_exactly_the_full_profile(brain: Any) -> None:
+    live = await _listed("full", brain)
+    rows = dict(GROUP_ROW.findall(_text(TOOLS_DOC)))
+    assert set(live) == set(rows), set(live) ^ set(rows)
 
 
 async def test_every_tool_group_registers_its_documented_tools() -> None:
     """Each module of mcp_server.TOOL_GROUPS, registered alone, adds exactly the tools of its
-    AGENTS.md group: none is empty, and none hides in another group's rows."""
+    docs/tools.md group: none is empty, and none hides in another group's rows."""
     from fastmcp import FastMCP
 
     import mcp_server
 
-    rows = documented()
+    rows = dict(GROUP_ROW.findall(_text(TOOLS_DOC)))
     for group in mcp_server.TOOL_GROUPS:
         probe = FastMCP("probe")
         group.register(probe, None)  # the gate is only called when a tool runs
@@ -73,3 +81,73 @@ async def test_every_tool_group_registers_its_documented_tools() -> None:
         short = group.__name__.rsplit(".", 1)[-1]
         assert names, f"{group.__name__} registers no tool"
         assert names == {n for n, g in rows.items() if g == short}, group.__name__
+
+
+def test_protocol_covers_the_workflow_order() -> None:
+    text = _text(AGENTS)
+    order = ["`open_session`", "`preflight_check`", "`record_failure`", "`record_resolution`",
+             "`close_session`", "`archive_stale_notes`"]
+    positions = [text.index(t) for t in order]
+    assert positions == sorted(positions)
+
+
+def setting_exists(path: list[str]) -> bool:
+    """``["memory", "relevance_band"]`` names a field of Settings (dict sections such as
+    ``workers`` take any key, then their model's fields)."""
+    model: Any = Settings
+    i = 0
+    while i < len(path):
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return False
+        field = model.model_fields.get(path[i].lower())
+        if field is None:
+            return False
+        ann = field.annotation
+        i += 1
+        if typing.get_origin(ann) is dict:
+            ann = typing.get_args(ann)[1]
+            i += 1  # the dict's key: any name
+            if i > len(path):
+                return False
+        model = ann
+    return True
+
+
+ENV = re.compile(r"BRAIN__([A-Z0-9_]+?(?:__[A-Z0-9_]+)+)\b")
+SECTION_FIELD = re.compile(r"\[([a-z_]+)\] `?([a-z_]+)`?")
+DOTTED = re.compile(r"`([a-z_]+)\.([a-z_]+)`")
+FILE_SUFFIXES = {"py", "json", "md", "toml", "txt", "db", "js", "log"}  # `decay.py`: a file
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_setting_a_doc_names_exists(doc: Path) -> None:
+    text = _text(doc)
+    sections = set(Settings.model_fields)
+    bad = [f"BRAIN__{m}" for m in ENV.findall(text)
+           if m != "SECTION__FIELD" and not setting_exists(m.split("__"))]  # the pattern itself
+    bad += [f"[{s}] {f}" for s, f in SECTION_FIELD.findall(text)
+            if s in sections and not setting_exists([s, f])]
+    bad += [f"{s}.{f}" for s, f in DOTTED.findall(text)
+            if s in sections and f not in FILE_SUFFIXES and not setting_exists([s, f])]
+    assert not bad, f"{doc.name} names settings that do not exist: {bad}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_no_doc_names_a_tool_of_an_earlier_release(doc: Path) -> None:
+    text = _text(doc)
+    if doc == TOOLS_DOC:  # its table of the earlier names, and only that, names them
+        text = text.split("## Names of earlier releases")[0]
+    old = sorted({n for n in re.findall(r"`([a-z_]+)[`(]", text) if n in RENAMED})
+    assert not old, f"{doc.name} names tools of an earlier release: {old}"
+
+
+def test_the_checks_can_fail() -> None:
+    """The resolver and patterns above refuse what does not exist (a check that cannot
+    fail checks nothing)."""
+    assert setting_exists(["memory", "relevance_band"])
+    assert setting_exists(["workers", "decay", "enabled"])
+    assert setting_exists(["mcp", "tools"])
+    assert not setting_exists(["memory", "no_such_field"])
+    assert not setting_exists(["nosection", "x"])
+    assert not setting_exists(["mcp", "tools", "deeper"])
+    assert ENV.findall("set BRAIN__MCP__TOOLS=full") == ["MCP__TOOLS"]

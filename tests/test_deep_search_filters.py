@@ -1,5 +1,6 @@
-"""deep_search takes the recall filters of search_memory: same arguments, same results, same
-errors. Both tools build their RecallFilter with mcp_surface.recall.recall_filter."""
+"""deep_search takes the recall filter of search_memory: one ``filters`` object, the same
+schema, results and errors. Both tools build their RecallFilter with
+mcp_surface.recall.recall_filter. Calls in the earlier flat shape still work (profiles.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastmcp.exceptions import ToolError
 
 from brain.app import Brain
 from brain.notes import NOTE_KINDS
-from mcp_surface.recall import FILTER_ARGS, NoteKind, recall_filter
+from mcp_surface.recall import FLAT_FILTER_ARGS, NoteKind, RecallFilters, recall_filter
 
 Q = "redis cache eviction policy"
 
@@ -53,48 +54,60 @@ def notes(brain: Brain) -> dict[str, str]:
     return out
 
 
-async def test_both_tools_publish_the_same_filter_arguments(client: Any) -> None:
+async def test_both_tools_publish_the_same_filter_object(client: Any) -> None:
     tools = {t.name: t.inputSchema["properties"] for t in await client.list_tools()}
     search, deep = tools["search_memory"], tools["deep_search"]
-    for name in FILTER_ARGS:
-        assert name in search and name in deep, name
-        assert deep[name] == search[name], name  # type, default and description
-    assert {"all_projects", "fingerprint_match", "custom_filters"} <= set(deep)
-    # recall_filter takes exactly the filter arguments, each by keyword, none defaulted.
+    assert search["filters"] == deep["filters"]  # one schema, listed once per tool
+    fields = set(search["filters"]["properties"])
+    assert fields == set(RecallFilters.model_fields)
+    assert {"all_projects", "fingerprint_match", "custom", "note_kind"} <= fields
+    # no filter field is also a top-level argument of either tool
+    assert not (set(FLAT_FILTER_ARGS) | fields) & (set(search) | set(deep)) - {"filters"}
     params = inspect.signature(recall_filter).parameters
-    assert tuple(params) == FILTER_ARGS
-    assert all(
-        p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params.values()
-    )
+    assert tuple(params) == ("project", "filters")
     assert set(get_args(NoteKind)) == set(NOTE_KINDS)
+
+
+async def test_the_flat_filter_arguments_of_earlier_releases_still_work(
+    client: Any, notes: dict[str, str]
+) -> None:
+    n = notes
+    flat = await both(client, project="shop", custom_filters=[
+        {"key": "failure_signature", "value": "redis:oom"}])
+    assert flat == [n["mistake"]]
+    assert await both(client, all_projects=True) == await both(
+        client, filters={"all_projects": True})
+    with pytest.raises(ToolError, match=r"^\[INVALID_ARGUMENT\] all_projects is given both"):
+        await client.call_tool("search_memory", {
+            "query": Q, "all_projects": True, "filters": {"all_projects": False}})
 
 
 async def test_all_projects(client: Any, notes: dict[str, str]) -> None:
     n = notes
     shop = await both(client, project="shop")
     assert shop == sorted([n["decision"], n["mistake"]])
-    everywhere = await both(client, all_projects=True)
+    everywhere = await both(client, filters={"all_projects": True})
     assert n["other_project"] in everywhere and set(shop) <= set(everywhere)
     # all_projects wins over a project, as in search_memory.
-    assert await both(client, project="shop", all_projects=True) == everywhere
+    assert await both(client, project="shop", filters={"all_projects": True}) == everywhere
 
 
 async def test_fingerprint_match(client: Any, notes: dict[str, str]) -> None:
     n = notes
     assert n["old_model"] not in await both(client, project="shop")
-    loose = await both(client, project="shop", fingerprint_match=False)
+    loose = await both(client, project="shop", filters={"fingerprint_match": False})
     assert loose == sorted([n["decision"], n["mistake"], n["old_model"]])
 
 
 async def test_custom_filters(client: Any, notes: dict[str, str]) -> None:
     n = notes
     sig = [{"key": "failure_signature", "value": "redis:oom"}]
-    assert await both(client, project="shop", custom_filters=sig) == [n["mistake"]]
+    assert await both(client, project="shop", filters={"custom": sig}) == [n["mistake"]]
     kinds = [{"key": "note_kind", "any": ["decision"]}]
-    assert await both(client, all_projects=True, custom_filters=kinds) == sorted(
+    assert await both(client, filters={"all_projects": True, "custom": kinds}) == sorted(
         [n["decision"], n["other_project"]]
     )
-    assert await both(client, project="shop", custom_filters=sig + kinds) == []
+    assert await both(client, project="shop", filters={"custom": sig + kinds}) == []
 
 
 async def test_custom_filters_exclude_with_not_and_none_of(
@@ -102,21 +115,21 @@ async def test_custom_filters_exclude_with_not_and_none_of(
 ) -> None:
     n = notes
     no_mistakes = [{"key": "note_kind", "none_of": ["mistake"]}]
-    assert await both(client, project="shop", custom_filters=no_mistakes) == [n["decision"]]
+    assert await both(client, project="shop", filters={"custom": no_mistakes}) == [n["decision"]]
     not_sig = [{"key": "failure_signature", "value": "redis:oom", "not": True}]
-    assert await both(client, project="shop", custom_filters=not_sig) == [n["decision"]]
+    assert await both(client, project="shop", filters={"custom": not_sig}) == [n["decision"]]
     not_any = [{"key": "note_kind", "any": ["decision", "mistake"], "not": True}]
-    assert await both(client, project="shop", custom_filters=not_any) == []
+    assert await both(client, project="shop", filters={"custom": not_any}) == []
     # a tag excluded at read time; notes without the tag stay
     draft = brain.memory.add("redis cache eviction policy draft idea", "shop", tags=["draft"],
                              autolink=False).note["zk_id"]
     assert draft in await both(client, project="shop")
     no_draft = [{"key": "tags", "none_of": ["draft"]}]
-    assert await both(client, project="shop", custom_filters=no_draft) == sorted(
+    assert await both(client, project="shop", filters={"custom": no_draft}) == sorted(
         [n["decision"], n["mistake"]])
     # an exclusion only narrows: combined with an inclusion, both hold
     assert await both(client, project="shop",
-                      custom_filters=no_draft + [{"key": "note_kind", "value": "mistake"}]
+                      filters={"custom": no_draft + [{"key": "note_kind", "value": "mistake"}]}
                       ) == [n["mistake"]]
 
 
@@ -136,25 +149,26 @@ async def test_filters_apply_to_linked_notes(
         return {h["zk_id"] for h in res.data["results"]}
 
     assert far not in await deep(project="shop")
-    assert far in await deep(all_projects=True)
+    everywhere = {"all_projects": True}
+    assert far in await deep(filters=everywhere)
     sig = [{"key": "failure_signature", "value": "redis:oom"}]
-    assert await deep(all_projects=True, custom_filters=sig) == {n["mistake"]}
-    assert n["old_model"] not in await deep(all_projects=True)
-    assert n["old_model"] in await deep(all_projects=True, fingerprint_match=False)
+    assert await deep(filters={**everywhere, "custom": sig}) == {n["mistake"]}
+    assert n["old_model"] not in await deep(filters=everywhere)
+    assert n["old_model"] in await deep(filters={**everywhere, "fingerprint_match": False})
 
 
 @pytest.mark.parametrize(
     "bad",
     [
-        {"custom_filters": [{"key": "kind", "value": "file"}]},
-        {"custom_filters": [{"key": "user_id", "value": "someone"}]},
-        {"custom_filters": [{"nokey": 1}]},
-        {"custom_filters": [{"key": "x"}]},
-        {"custom_filters": [{"key": "salience", "gte": "high"}]},
-        {"custom_filters": [{"key": "project", "any": "api"}]},
-        {"custom_filters": [{"key": "tags", "none_of": []}]},
-        {"custom_filters": [{"key": "tags", "none_of": ["a"], "value": "b"}]},
-        {"custom_filters": [{"key": "tags", "value": "a", "not": "yes"}]},
+        {"custom": [{"key": "kind", "value": "file"}]},
+        {"custom": [{"key": "user_id", "value": "someone"}]},
+        {"custom": [{"nokey": 1}]},
+        {"custom": [{"key": "x"}]},
+        {"custom": [{"key": "salience", "gte": "high"}]},
+        {"custom": [{"key": "project", "any": "api"}]},
+        {"custom": [{"key": "tags", "none_of": []}]},
+        {"custom": [{"key": "tags", "none_of": ["a"], "value": "b"}]},
+        {"custom": [{"key": "tags", "value": "a", "not": "yes"}]},
         {"max_age_days": 0},
     ],
 )
@@ -164,7 +178,7 @@ async def test_bad_filters_are_the_same_typed_error(
     messages = []
     for tool in ("search_memory", "deep_search"):
         with pytest.raises(ToolError, match=r"^\[INVALID_ARGUMENT\] ") as exc:
-            await client.call_tool(tool, {"query": Q, **bad})
+            await client.call_tool(tool, {"query": Q, "filters": bad})
         messages.append(str(exc.value))
     assert messages[0] == messages[1]
 
@@ -172,4 +186,4 @@ async def test_bad_filters_are_the_same_typed_error(
 async def test_bad_note_kind_is_rejected_by_both(client: Any) -> None:
     for tool in ("search_memory", "deep_search"):
         with pytest.raises(ToolError, match="note_kind"):
-            await client.call_tool(tool, {"query": Q, "note_kind": ["bogus"]})
+            await client.call_tool(tool, {"query": Q, "filters": {"note_kind": ["bogus"]}})

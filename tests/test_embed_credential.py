@@ -56,7 +56,7 @@ async def client_of(server: FakeEmbeddings, home: Path) -> AsyncIterator[Any]:
             "max_retries": 0})
         brain = Brain(settings).open()
         opened.append(brain)
-        return brain, Client(create_server(brain=brain))
+        return brain, Client(create_server(profile="full", brain=brain))
 
     yield make
     for b in opened:

@@ -308,7 +308,7 @@ async def test_a_brain_on_the_endpoint_adds_and_searches_end_to_end(
     settings = remote_settings(server, home)
     brain = Brain(settings).open()
     try:
-        async with Client(create_server(brain=brain)) as client:
+        async with Client(create_server(profile="full", brain=brain)) as client:
             a = (await client.call_tool("add_memory", {
                 "content": "uvicorn workers share nothing: keep rate limiter counters in redis",
                 "project": "api"})).structured_content["note"]

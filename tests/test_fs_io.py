@@ -63,7 +63,7 @@ def opened(settings: Settings, clock: Any, _empty_shard: Path) -> Iterator[list[
 async def _client(brain: Brain) -> AsyncIterator[Client]:
     from mcp_server import create_server
 
-    async with Client(create_server(brain=brain)) as c:
+    async with Client(create_server(profile="full", brain=brain)) as c:
         yield c
 
 

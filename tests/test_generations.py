@@ -385,7 +385,7 @@ async def test_model_tools(gb: Brain, new: Permuted) -> None:
     from mcp_server import create_server
 
     _notes(gb, 3)
-    async with Client(create_server(brain=gb)) as c:
+    async with Client(create_server(profile="full", brain=gb)) as c:
         st = (await c.call_tool("model_status", {})).structured_content
         assert st is not None and st["active"] == 1 and st["rebuild"] is None
         est = (await c.call_tool("model_estimate", {"model": OLD, "dimension": 64}))
@@ -454,7 +454,7 @@ async def test_tool_calls_through_a_switch(gb: Brain, new: Permuted) -> None:
         gb.memory.add(t, None)
     gb.model_switch.cfg = type(gb.model_switch.cfg)(batch=4, pause_s=0.02)
     added: list[tuple[str, str]] = []
-    async with Client(create_server(brain=gb)) as c:
+    async with Client(create_server(profile="full", brain=gb)) as c:
         gb.model_switch.switch(_target(new))
         i = 0
         while gb.model_switch.rebuilder is not None and i < 400:

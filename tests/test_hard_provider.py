@@ -88,7 +88,7 @@ async def test_brain_capabilities_reports_routes_reranker_and_storage(
     from mcp_server import create_server
 
     _, hard = two
-    async with Client(create_server(brain=llm_brain)) as c:
+    async with Client(create_server(profile="full", brain=llm_brain)) as c:
         caps = (await c.call_tool("brain_capabilities", {})).structured_content or {}
     assert caps["llm"]["hard_provider"] == hard.base_url
     assert caps["reranker"] == {"enabled": False, "order": "fusion"}

@@ -169,7 +169,7 @@ async def test_search_tools_return_the_note_not_the_question(
     zk = _add(b, NUMPY)
     _add(b, REDIS)
     assert b.agentic.drain(20)
-    async with Client(create_server(brain=b)) as c:
+    async with Client(create_server(profile="full", brain=b)) as c:
         out = await c.call_tool("search_memory", {"query": NUMPY_Q[2], "project": "p"})
         data = out.structured_content
         rows = data["results"]

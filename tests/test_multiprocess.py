@@ -76,6 +76,7 @@ def _transport(home: Path, hook_dir: Path, agent: str) -> StdioTransport:
         "BRAIN__IDENTITY__AGENT_ID": agent,
         "PYTHONPATH": f"{hook_dir}:{ROOT}",
         "BRAIN__WORKERS__ENRICHMENT__ENABLED": "false",
+        "BRAIN__MCP__TOOLS": "full",  # the shared-brain test adds a source (an admin tool)
     }
     return StdioTransport(
         command=sys.executable, args=["-c", LAUNCH], env=env, cwd=str(ROOT), keep_alive=False

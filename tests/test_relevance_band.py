@@ -28,7 +28,7 @@ async def _call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
 async def client(brain: Brain) -> Any:
     from mcp_server import create_server
 
-    async with Client(create_server(brain=brain)) as c:
+    async with Client(create_server(profile="full", brain=brain)) as c:
         yield c
 
 

@@ -26,9 +26,9 @@ def fast_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 def _recipe(name: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     m = re.search(rf"<!-- recipe: {name} -->\n```python\n(.*?)```", text, re.S)
-    assert m, f"README has no '{name}' recipe"
+    assert m, f"docs/operations.md has no '{name}' recipe"
     return m.group(1)
 
 

@@ -111,13 +111,22 @@ async def test_a_forwarded_call_keeps_its_structured_error(tmp_path: Path) -> No
 
 
 async def test_every_output_schema_admits_the_error_shape(client) -> None:  # noqa: ANN001
-    """A client that validated an error result against the tool's output schema anyway would
-    still accept it: no tool's schema requires fields an error result lacks."""
+    """A client that validated an error result against the tool's output schema anyway (the
+    TypeScript SDK does) would still accept it, while a result missing a key its tool always
+    returns is refused: the schemas say what comes back and still admit the error shape."""
     import jsonschema
+
+    from mcp_surface.profiles import CORE
 
     error = {"error": {"code": "INVALID_ARGUMENT", "message": "m", "details": {"field": "x"}}}
     tools = await client.list_tools()
-    assert len(tools) > 30
+    assert len(tools) >= len(CORE) + 7  # the full profile: core plus the admin tools
+    precise = 0
     for tool in tools:
-        if tool.output_schema is not None:
-            jsonschema.validate(error, tool.output_schema)
+        assert tool.output_schema is not None, tool.name
+        jsonschema.validate(error, tool.output_schema)
+        if "anyOf" in tool.output_schema:
+            precise += 1
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate({}, tool.output_schema)
+    assert precise >= len(CORE)  # every core tool says what its result always carries

@@ -1,4 +1,5 @@
-"""Regenerate the settings table in README.md and the whole .env.example from config.py.
+"""Regenerate the settings table in docs/configuration.md and the whole .env.example from
+config.py.
 
 python tools/render_docs.py          # rewrite both
 python tools/render_docs.py --check  # exit 1 when either is out of date
@@ -32,10 +33,10 @@ def iter_settings_table() -> list[tuple[str, str, str]]:
                 env = f"{ENV_PREFIX}{name.upper()}__{sub.upper()}"
                 entry = _entry_model(subfield.annotation)
                 if entry is not None:  # a registry (dict of entries): one row per entry field
-                    rows.append((env, "{}", subfield.description or ""))
-                    for key, keyfield in entry.model_fields.items():
+                    for n, (key, keyfield) in enumerate(entry.model_fields.items()):
+                        about = f"{subfield.description}. " if n == 0 else ""
                         rows.append((f"{env}__<ID>__{key.upper()}", _default(keyfield),
-                                     f"{sub} entry: {keyfield.description or ''}"))
+                                     f"{about}{sub} entry: {keyfield.description or ''}"))
                     continue
                 rows.append((env, _default(subfield), subfield.description or ""))
         elif name == "workers":
@@ -94,7 +95,7 @@ def render_env_example() -> str:
 
 
 def render_settings_table() -> str:
-    """The README's settings table (markdown), generated from the fields' descriptions."""
+    """docs/configuration.md's settings table (markdown), from the fields' descriptions."""
     rows = ["| Variable | Default | What it does |", "|---|---|---|"]
     for env, default, desc in iter_settings_table():
         shown = default.strip("'") if default not in ("None", "''", "") else ""
@@ -108,7 +109,7 @@ def rendered_readme(text: str) -> str:
 
 
 def main() -> int:
-    readme, env = ROOT / "README.md", ROOT / ".env.example"
+    readme, env = ROOT / "docs" / "configuration.md", ROOT / ".env.example"
     new_readme, new_env = rendered_readme(readme.read_text()), render_env_example()
     if "--check" in sys.argv:
         stale = [

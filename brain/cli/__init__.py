@@ -11,6 +11,7 @@ import sys
 
 from brain.cli import (
     bench,
+    changes,
     files,
     health,
     install,
@@ -25,8 +26,8 @@ from brain.cli import (
 from brain.cli.common import open_brain, print_json
 from brain.errors import BrainError
 
-COMMANDS = (serve, maintenance, health, seed, sources, files, bench, owner, snapshots, install,
-            model)
+COMMANDS = (serve, maintenance, health, seed, sources, changes, files, bench, owner, snapshots,
+            install, model)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -67,9 +67,18 @@ def stats(args: argparse.Namespace) -> int:  # noqa: ARG001
     return 0
 
 
+def capabilities(args: argparse.Namespace) -> int:  # noqa: ARG001
+    with open_brain() as brain:
+        print_json(brain.capabilities())
+    return 0
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("stats", help="counts, graph size, backend and model")
     p.set_defaults(func=stats)
+    p = sub.add_parser("capabilities", help="chat model, enrichment queue, reranker, storage, "
+                                            "what runs degraded")
+    p.set_defaults(func=capabilities)
     # ``brain health`` (the payload check) is registered by brain/cli/health.py, with the
     # vector health subcommands under it.
     p = sub.add_parser("migrate", help="run a schema conformance migration (dry run default)")

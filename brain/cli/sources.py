@@ -101,6 +101,39 @@ def follow(svc: Any, job_id: str, show: bool = True) -> dict[str, Any]:
         bar.close()
 
 
+def _reset(args: argparse.Namespace) -> int:
+    with open_brain() as b:
+        print_json(b.sources.reset_state(args.source))
+    return 0
+
+
+def _reembed(args: argparse.Namespace) -> int:
+    """Without --confirm only the estimate; with it, the re-embedding job, followed."""
+    with open_brain() as b:
+        out = b.sources.reembed(args.source, args.path, args.confirm)
+        if args.confirm and "job_id" in out:
+            out = follow(b.sources, out["job_id"], show=not args.quiet)
+        print_json(out)
+    return 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    """Recorded sync jobs (sources.db): one by id, or those of a source, or all."""
+    with open_brain() as b:
+        if args.job:
+            print_json(b.sources.job(args.job))
+        else:
+            found = b.sources.jobs(args.source)
+            print_json({"jobs": found, "count": len(found)})
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    with open_brain() as b:
+        print_json(b.sources.cancel(args.job, args.source))
+    return 0
+
+
 def _fs_search(args: argparse.Namespace) -> int:
     with open_brain() as b:
         print_json(
@@ -160,6 +193,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     rem.add_argument("source")
     rem.add_argument("--purge", action="store_true", help="also delete its search data")
     rem.set_defaults(func=_remove)
+    rst = ssub.add_parser("reset", help="forget what the last sync saw (next sync compares all)")
+    rst.add_argument("source")
+    rst.set_defaults(func=_reset)
+    rmb = ssub.add_parser("reembed", help="embed a source (or --path part) again; estimate "
+                                         "unless --confirm")
+    rmb.add_argument("source")
+    rmb.add_argument("--path", default=None, help="a folder or file of the source")
+    rmb.add_argument("--confirm", action="store_true", help="run it (default: estimate)")
+    rmb.add_argument("--quiet", action="store_true", help="no progress bar")
+    rmb.set_defaults(func=_reembed)
+    jobs = ssub.add_parser("jobs", help="recorded sync jobs and their status")
+    jobs.add_argument("--source", default=None)
+    jobs.add_argument("--job", default=None, help="one job id")
+    jobs.set_defaults(func=_jobs)
+    cnl = ssub.add_parser("cancel", help="cancel a queued or running sync job")
+    cnl.add_argument("--source", default=None)
+    cnl.add_argument("--job", default=None, help="one job id")
+    cnl.set_defaults(func=_cancel)
 
     sync = sub.add_parser("sync", help="sync a source now, with a progress bar")
     sync.add_argument("source")

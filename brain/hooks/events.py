@@ -152,8 +152,7 @@ def user_prompt(payload: dict[str, Any], project: str, ctx: Context) -> str:
                 "query": prompt[:2000],
                 "project": project,
                 "top_k": 5,
-                "include_fleeting": True,
-                "confidence_min": ctx.args.floor,
+                "filters": {"include_fleeting": True, "confidence_min": ctx.args.floor},
             },
         )
     except client.NoOwner:

@@ -15,7 +15,11 @@ touching this file. For each call the test asserts:
   files and their blobs, the sources and their jobs are the same before and after;
 - the server still answers afterwards (``brain_stats``);
 - a path outside the user's home, or on a special filesystem, is never accepted by
-  ``ingest_file`` or ``add_source`` (issue 13: stdio's default allowed root is the home).
+  ``files(action="ingest")`` or ``sources(action="add")`` (issue 13: stdio's default allowed
+  root is the home).
+
+The folded admin tools (health, sources, changes, fs, files, model) are fuzzed one action at
+a time, each action with its own arguments, as if each were a tool.
 
 Each tool gets a deterministic sweep (every property once with each worst value of its kind,
 schema_strategies.sweep) and then random calls. Failures are collected over all tools and
@@ -43,12 +47,16 @@ from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from brain.app import Brain
 from brain.errors import BrainError
 from brain.vector_store.base import scroll_all
+from mcp_surface import files as files_tools
+from mcp_surface import fs as fs_tools
+from mcp_surface import health as health_tools
+from mcp_surface import models as model_tools
+from mcp_surface import sources as source_tools
 from tests.security.schema_strategies import Known, arguments, base_arguments, sweep
 
 CALL_S = 5.0  # one call's bound; a loaded 2-core machine answers most in < 0.2 s
 SETTLE_S = 10.0  # how long work a successful call started may take before the next call
-HEAVY = {"add_source", "ingest_file", "sync_source", "rescan_source", "reembed",
-         "reprocess_file", "update_source", "consolidate_clusters", "deep_search"}
+HEAVY = {"sources", "files", "consolidate_clusters", "deep_search"}
 # Random calls per tool grow with its properties (each call makes one or two of them
 # hostile), on top of the sweep (schema_strategies.sweep): near a minute in all on a loaded
 # 2-core machine. FUZZ_SCALE (a factor) and FUZZ_SEED (an int; default derandomized) widen
@@ -230,10 +238,11 @@ class Run:
             if after != before:
                 self.failures.append(f"{where}: rejected call changed state: "
                                      f"{_diff(before, after)}")
-        elif tool in ("ingest_file", "add_source") and _outside(args.get("path"), self.root):
+        elif (tool, args.get("action")) in (("files", "ingest"), ("sources", "add")) and _outside(
+                args.get("path"), self.root):
             self.failures.append(f"{where}: path outside the user's home accepted")
         settled = _settle(self.brain, self.root)
-        if tool != "add_source":  # add_source's own is reported just above
+        if (tool, args.get("action")) != ("sources", "add"):  # reported just above
             self.failures.extend(f"{where}: {f}" for f in settled)
         failed, text, _ = self.call("brain_stats", {})
         if failed:
@@ -264,12 +273,42 @@ def _outside(path: Any, root: Path) -> bool:
     return resolved.exists() and (str(resolved) in OUTSIDE or not resolved.is_relative_to(root))
 
 
+# The folded admin tools' actions and the arguments each takes (mcp_surface/*.py): each
+# action is fuzzed as a tool of its own, so every action gets its sweep and random calls.
+ACTION_USES = {"health": health_tools.USES, "sources": source_tools.USES,
+               "changes": fs_tools.CHANGE_USES, "fs": fs_tools.FS_USES, "files": files_tools.USES,
+               "model": model_tools.USES}
+DESTRUCTIVE_ACTIONS = {("sources", "remove"), ("sources", "repair_orphans"), ("files", "delete"),
+                       ("changes", "revert"), ("health", "gc"), ("health", "repair"),
+                       ("health", "rebuild_indexes"), ("health", "quantization")}
+
+
+def _per_action(name: str, schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(action, the schema of that action alone) for a folded tool; [("", schema)] else."""
+    uses = ACTION_USES.get(name)
+    if uses is None:
+        return [("", schema)]
+    assert set(uses) == set(schema["properties"]["action"]["enum"]), name
+    required = set(schema.get("required", []))
+    out = []
+    for action, names in uses.items():
+        props = {k: v for k, v in schema["properties"].items() if k in names or k in required}
+        props["action"] = {"type": "string", "enum": [action]}
+        out.append((action, {**schema, "properties": props, "required": sorted(required)}))
+    return out
+
+
 def _ordered(tools: list[Any]) -> list[dict[str, Any]]:
-    """Destructive tools last, so the others still find the seeded notes, file and source."""
-    def destructive(t: Any) -> bool:
-        return bool(t.annotations and t.annotations.destructive_hint)
-    return [{"name": t.name, "schema": t.input_schema}
-            for t in sorted(tools, key=lambda t: (destructive(t), t.name))]
+    """Destructive tools (and actions) last, so the others still find the seeded notes, file
+    and source."""
+    out = []
+    for t in tools:
+        for action, schema in _per_action(t.name, t.input_schema):
+            destructive = ((t.name, action) in DESTRUCTIVE_ACTIONS if action
+                           else bool(t.annotations and t.annotations.destructive_hint))
+            out.append({"name": t.name, "action": action, "schema": schema,
+                        "destructive": destructive})
+    return sorted(out, key=lambda t: (t["destructive"], t["name"], t["action"]))
 
 
 @pytest.fixture(autouse=True)
@@ -288,11 +327,11 @@ def test_every_tool_answers_hostile_arguments_with_success_or_a_typed_error(
 
     started = time.monotonic()
     with start_blocking_portal() as portal:
-        client = portal.wrap_async_context_manager(Client(create_server(brain=brain)))
+        client = portal.wrap_async_context_manager(Client(create_server(profile="full", brain=brain)))
         with client as c:
             known = _populate(portal, c, brain, tmp_path)
             tools = _ordered(portal.call(c.list_tools))
-            assert len(tools) >= 30, [t["name"] for t in tools]
+            assert len({t["name"] for t in tools}) >= 29, [t["name"] for t in tools]
             run = Run(portal, c, brain, tmp_path.resolve())
             for tool in tools:
                 run.fuzz(tool, known)

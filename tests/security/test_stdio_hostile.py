@@ -35,6 +35,7 @@ class RawStdio:
     def __init__(self, home: Path, user_home: Path) -> None:
         env = {**os.environ, "BRAIN__HOME": str(home), "HF_HUB_OFFLINE": "1",
                "BRAIN__EMBEDDING__MODEL": "offline/hash-384", "PYTHONPATH": str(ROOT),
+               "BRAIN__MCP__TOOLS": "full",  # its tests call admin tools too
                "HOME": str(user_home)}
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "mcp_server.py")], stdin=subprocess.PIPE,

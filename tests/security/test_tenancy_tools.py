@@ -3,8 +3,9 @@
 A brain holds alice/a1's notes (shared and private, fleeting and permanent, near-duplicates
 that consolidation would cluster), a session handoff, a mistake, two uploaded documents
 (shared and private), two source folders (shared and private) and the orphans of a third.
-Then bob/b1 calls every tool the server lists (``list_tools``: a tool added later without
-arguments here fails the test), aimed at alice's ids wherever a tool takes one, and
+Then bob/b1 calls every tool the server lists on the full profile, every action of the
+folded admin tools (``list_tools``: a tool or action added later without arguments here fails
+the test), aimed at alice's ids wherever a tool takes one, and
 alice/a2 calls them aimed at a1's private objects. No output may hold a marker string of
 data its caller must not see, every mutation of such an object fails with the not-found
 code of its kind (exactly what an unknown id gets), and alice's data is unchanged after.
@@ -31,6 +32,7 @@ from brain.app import Brain
 from brain.errors import FileNotFound, SourceNotFound
 from brain.identity import Identity, acting_as
 from brain.vector_store import scroll_all
+from mcp_surface.profiles import current_shape
 
 ALICE = Identity("alice", "a1")
 SIBLING = Identity("alice", "a2")
@@ -105,7 +107,7 @@ async def world(brain: Brain, tmp_path: Path) -> AsyncIterator[World]:
     # Every synced file is hot, and stays hot past the 100-day clock jump below, so
     # health_hot_files has something of alice's to show (or to leak).
     brain.hot_files.threshold, brain.hot_files.window_s = 1, 200 * 86_400.0
-    server = create_server(brain=brain)
+    server = create_server(profile="full", brain=brain)
     caller = ActAs()
     server.add_middleware(caller)
     async with Client(server) as client:
@@ -187,6 +189,8 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
     q = {"query": ALL_WORDS}
     change = ids["chg_src_shared"] if src == ids["src_shared"] else ids["chg_src_private"]
     decide = {"change_id": change, "fingerprint": "0" * 32}
+    everything = {"include_fleeting": True, "all_projects": True, "include_contextual": True,
+                  "include_siblings": True}
     return {
         "fs_read": [{"source": src, "path": "notes.md"}],
         "fs_list": [{"source": src}, {"source": src, "folder": ""}],
@@ -197,8 +201,7 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
         "revert_change": [decide],
         "add_memory": [{"content": "a note of the other caller", "project": "general"}],
         "update_memory": [{"zk_id": note, "new_content": "overwritten"}],
-        "search_memory": [{**q, "top_k": 100, "include_fleeting": True, "all_projects": True,
-                           "include_contextual": True, "include_siblings": True,
+        "search_memory": [{**q, "top_k": 100, "filters": everything,
                            "include_files": True, "files_threshold": -1}],
         "get_related": [{"zk_id": note, "depth": 3}],
         "get_note": [{"zk_id": note}],
@@ -216,8 +219,7 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
         "preflight_check": [{"task": ALL_WORDS, "top_k": 50}],
         "archive_stale_notes": [{"dry_run": True}, {"dry_run": False}],
         "decay_report": [{"limit": 500}],
-        "deep_search": [{**q, "top_k": 100, "include_fleeting": True, "all_projects": True,
-                         "include_contextual": True, "include_siblings": True}],
+        "deep_search": [{**q, "top_k": 100, "filters": everything}],
         "consolidate_clusters": [{"project": "general", "dry_run": True},
                                  {"project": "general", "dry_run": False,
                                   "selected_cluster_ids": [ids["cluster"]]}],
@@ -302,17 +304,29 @@ def _strip_args(text: str, args: dict[str, Any]) -> str:
     return text
 
 
+def _actions(tools: list[Any]) -> set[tuple[str, str]]:
+    """Every (tool, action) the server lists: a folded admin tool once per action."""
+    return {(t.name, a) for t in tools
+            for a in t.inputSchema["properties"].get("action", {}).get("enum", [""])}
+
+
 async def _run_all(w: World, who: Identity, aimed: dict[str, list[dict[str, Any]]],
                    forbidden: dict[str, str]) -> list[str]:
-    tools = {t.name for t in await w.client.list_tools()}
-    assert tools == set(aimed), (
-        f"tools without a tenancy case: {sorted(tools - set(aimed))}; "
-        f"cases for tools that are gone: {sorted(set(aimed) - tools)}"
+    """Runs every case. A case is keyed by its action's own name (``health_gc`` is the
+    ``health`` tool's gc action, as earlier releases named it): ``current_shape`` gives the
+    call to today's tool, and every action of every listed tool must have a case."""
+    listed = _actions(await w.client.list_tools())
+    calls = {old: current_shape(old, {}) for old in aimed}
+    covered = {(new, str(args.get("action", ""))) for new, args in calls.values()}
+    assert listed == covered, (
+        f"tool actions without a tenancy case: {sorted(listed - covered)}; "
+        f"cases for tool actions that are gone: {sorted(covered - listed)}"
     )
     problems: list[str] = []
-    for name in sorted(tools):
-        for args in aimed[name]:
-            ok, text = await w.call(who, name, args)
+    for name in sorted(aimed):
+        for case in aimed[name]:
+            tool, args = current_shape(name, dict(case))
+            ok, text = await w.call(who, tool, args)
             seen = _strip_args(text, args)
             for what, marker in forbidden.items():
                 if marker in seen:
@@ -362,7 +376,8 @@ async def test_a_sibling_agent_never_reaches_private_data(world: World) -> None:
     # include_siblings is the documented opt-in to a sibling's private notes (same user):
     # without it, nothing private may show.
     for name in ("search_memory", "deep_search"):
-        aimed[name] = [{**a, "include_siblings": False} for a in aimed[name]]
+        aimed[name] = [{**a, "filters": {**a["filters"], "include_siblings": False}}
+                       for a in aimed[name]]
     aimed["archive_stale_notes"] = [{"dry_run": True}]  # applying would archive shared notes
     aimed["repair_orphans"] = [{"dry_run": True}]
     aimed["health_gc"] = [{"dry_run": True}]  # applying would collect a1's shared orphans
@@ -503,7 +518,7 @@ async def test_over_stdio_the_gate_acts_as_the_settings_identity(brain: Brain) -
         theirs = brain.memory.add("amkshfleet waiting in alice's inbox", memory_type="fleeting")
     with acting_as(Identity(brain.settings.identity.user_id, brain.settings.identity.agent_id)):
         mine = brain.memory.add("my own fleeting thought", memory_type="fleeting")
-    async with Client(create_server(brain=brain)) as client:
+    async with Client(create_server(profile="full", brain=brain)) as client:
         inbox = (await client.call_tool("get_inbox", {})).structured_content or {}
         stats = (await client.call_tool("brain_stats", {})).structured_content or {}
         with pytest.raises(ToolError, match="NOTE_NOT_FOUND"):
