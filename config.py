@@ -189,7 +189,8 @@ class MemorySettings(_Section):
     default_project: str = Field("general", description="Project used when a call names none")
     relevance_band: float = Field(0.4, gt=0, lt=1,
         description="A search answers 'single' when its second hit scores at most (1 - this) "
-                    "of the top hit's fused score, else 'many'",
+                    "of the top hit's fused score, else 'many'; a 'single' answer is returned "
+                    "alone unless top_k / limit is given (every search tool)",
     )
     hype_questions: int = Field(3, ge=0, le=10,
         description="Hypothetical questions (HyPE) the chat model writes per permanent note in "
