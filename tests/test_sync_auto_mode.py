@@ -166,3 +166,23 @@ def test_switching_the_mode_at_run_time_catches_up(make_brain, tmp_path: Path) -
     assert b.sources.search("wombat", "filter")["count"] == 1
     assert [j["reason"] for j in b.sources.jobs("plain")] == ["auto mode"]
     assert b.sources.set_auto_mode("on") == []  # nothing newly let through
+
+
+async def test_the_sources_tool_sets_pinned_and_lists_background_sync(make_brain,  # noqa: ANN001
+                                                                      tmp_path: Path) -> None:
+    from fastmcp import Client
+
+    from mcp_server import create_server
+
+    _, plain = _trees(tmp_path)
+    b = make_brain("packages-only")
+    async with Client(create_server(profile="full", brain=b)) as client:
+        await client.call_tool("sources", {"action": "add", "path": str(plain),
+                                           "name": "plain", "trigger": "auto"})
+        assert b.sources.wait_idle(30)
+        listed = (await client.call_tool("sources", {"action": "list"})).structured_content
+        assert [(s["pinned"], s["background_sync"]) for s in listed["sources"]] == [(None, False)]
+        await client.call_tool("sources", {"action": "update", "source": "plain",
+                                           "pinned": True})
+        listed = (await client.call_tool("sources", {"action": "list"})).structured_content
+        assert [(s["pinned"], s["background_sync"]) for s in listed["sources"]] == [(True, True)]
