@@ -38,6 +38,15 @@ class QdrantSettings(_Section):
     local_path: str = Field(
         "", description="qdrant-client local mode folder (tests and debugging); excludes url"
     )
+    optimizer_poll_s: float = Field(
+        30.0, gt=0, le=3600,
+        description="Server only: seconds between reads of the collection's optimizer runs; "
+                    "each finished run is logged as vector.optimizer.completed",
+    )  # fmt: skip
+    optimizer_warn_after_s: float = Field(
+        600.0, gt=0, description="Server only: warn once about an optimizer run still going "
+                                 "after this many seconds",
+    )
 
     @model_validator(mode="after")
     def _url_xor_local(self) -> QdrantSettings:
@@ -46,6 +55,40 @@ class QdrantSettings(_Section):
                 "set either qdrant.url (a server) or qdrant.local_path (local mode), not both"
             )
         return self
+
+
+class EndpointModel(_Section):
+    dimension: int = Field(ge=1, le=65_536, description="Length of the vectors the model returns")
+    price_per_mtok: float | None = Field(
+        None, ge=0, description="USD per million input tokens (counts toward daily_usd_cap); "
+                                "empty = unpriced")
+    max_tokens: int = Field(0, ge=0, description="Input window in tokens; 0 = 512")
+    ask_dimension: bool = Field(
+        False, description="Send the dimension in each request (Matryoshka models that cut "
+                           "their vectors: OpenAI text-embedding-3, Gemini, Voyage 3.5)")
+
+
+class EmbeddingEndpoint(_Section):
+    """One ``[embedding.endpoints.<id>]``: its models appear as ``endpoint:<id>:<model>``."""
+
+    url: str = Field(description="Base URL: up to /v1 for OpenAI-compatible servers (Ollama, "
+                                 "Qwen, vLLM, OpenAI), the API root for gemini and voyage")
+    provider: Literal["openai", "ollama", "qwen", "gemini", "voyage"] = Field(
+        "openai", description="The API it speaks: openai, ollama and qwen use the OpenAI "
+                              "/v1/embeddings protocol; gemini and voyage their native APIs")
+    models: dict[str, EndpointModel] = Field(
+        default_factory=dict, description="The models it serves, by name, each with its dimension")
+    auth: Literal["key", "none"] = Field(
+        "key", description="key: send api_key (credential embedding.endpoint.<id>); none: no key")
+    api_key: SecretStr = Field(SecretStr(""), description="The endpoint's key (secret, never "
+                               "logged or shown); BRAIN__EMBEDDING__ENDPOINTS__<ID>__API_KEY")
+    address: Literal["public", "private"] = Field(
+        "public", description="public: must resolve to a public address; private: the "
+                              "operator's statement that it is inside their network (loopback, "
+                              "LAN). The address is pinned at first use; a change of class is "
+                              "refused")
+    enabled: bool = Field(True, description="false: its models cannot be used (refused while a "
+                                            "generation uses one: ENDPOINT_IN_USE)")
 
 
 class EmbeddingSettings(_Section):
@@ -87,6 +130,22 @@ class EmbeddingSettings(_Section):
     max_retries: int = Field(3, ge=0, le=10, description="Retries of a failed remote batch")
     max_tokens: int = Field(
         0, ge=0, description="Input window of a remote model not in the registry; 0 = 512"
+    )
+    credential_retry_s: float = Field(
+        30.0, ge=0, le=3600,
+        description="A missing or rejected embedding key is read again (environment, .env, "
+                    "brain.toml) and tried this often, seconds; meanwhile searches answer from "
+                    "keywords (BM25) only",
+    )  # fmt: skip
+    endpoints: dict[str, EmbeddingEndpoint] = Field(
+        default_factory=dict,
+        description="Embedding endpoint registry ([embedding.endpoints.<id>]); a model id "
+                    "endpoint:<id>:<model> embeds through one (docs/embedding.md)",
+    )
+    daily_usd_cap: float = Field(
+        0.0, ge=0, description="Priced embedding spend per UTC day, USD (models with "
+                               "price_per_mtok); once reached, embedding stops until 00:00 UTC "
+                               "(sync pauses, searches answer from BM25); 0 = no cap",
     )
     daily_token_cap: int = Field(0, ge=0,
         description="Remote embedding tokens per UTC day (paid endpoints); once reached, sync and "
@@ -130,7 +189,8 @@ class MemorySettings(_Section):
     default_project: str = Field("general", description="Project used when a call names none")
     relevance_band: float = Field(0.4, gt=0, lt=1,
         description="A search answers 'single' when its second hit scores at most (1 - this) "
-                    "of the top hit's fused score, else 'many'",
+                    "of the top hit's fused score, else 'many'; a 'single' answer is returned "
+                    "alone unless top_k / limit is given (every search tool)",
     )
     hype_questions: int = Field(3, ge=0, le=10,
         description="Hypothetical questions (HyPE) the chat model writes per permanent note in "
@@ -242,6 +302,12 @@ class LLMSettings(_Section):
     hard_model: str = Field("Qwen/Qwen3-30B-A3B-Instruct-2507", description="Hard model id")
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds")
     max_retries: int = Field(2, ge=0, le=10, description="Retries with backoff per request")
+    credential_retry_s: float = Field(
+        30.0, ge=0, le=3600,
+        description="A missing or rejected embedding key is read again (environment, .env, "
+                    "brain.toml) and tried this often, seconds; meanwhile searches answer from "
+                    "keywords (BM25) only",
+    )  # fmt: skip
     daily_token_cap: int = Field(0, ge=0, description="Tokens per UTC day; 0 = no cap")
     enrichment: bool = Field(
         True, description="Run LLM enrichment in the background when a model is configured"
@@ -344,6 +410,12 @@ class SyncSettings(_Section):
         64, ge=1, le=4096, description="Chunks per embedding call in a sync (cancel checks)"
     )
     grep_timeout_s: float = Field(10.0, gt=0, description="Deadline of an fs_search grep, seconds")
+    auto: Literal["on", "off", "packages-only"] = Field(
+        "on",
+        description="Background sync of every source: on (watcher and timers run), off (manual "
+                    "sync only) or packages-only (only pinned sources, by default those holding "
+                    "skills, rules, agents or a package manifest); manual sync works in every mode",
+    )  # fmt: skip
 
 
 class HealthSettings(_Section):
@@ -606,6 +678,25 @@ class Settings(BaseSettings):
             if data[section][field]:
                 data[section][field] = "***"
         return data
+
+
+def current_secret(path: str) -> str:
+    """A secret setting by its dotted path (``embedding.api_key``,
+    ``embedding.endpoints.<id>.api_key``) as its sources say now, in their order (environment,
+    .env, brain.toml), for a key set after start; "" when none sets it. Read from the sources
+    themselves, so a key given alone (its endpoint's other fields in brain.toml) still counts."""
+    parts = path.split(".")
+    env = ENV_PREFIX + "__".join(p.upper() for p in parts)
+    value = os.environ.get(env) or _read_dotenv(Path(".env")).get(env)
+    if value:
+        return value
+    try:
+        found: Any = _TomlSource(Settings)()
+        for part in parts:
+            found = found.get(part) if isinstance(found, dict) else None
+    except ValueError:
+        return ""
+    return found if isinstance(found, str) else ""
 
 
 class ConfigInvalid(ValueError):

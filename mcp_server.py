@@ -178,15 +178,15 @@ def create_server(
     @tool(mcp, READ, out.SEARCH)
     async def search_memory(
         query: Query,
-        top_k: TopK = 5,
+        top_k: TopK | None = None,
         project: FilterProject = None,
         filters: RecallFilters | None = None,
         include_files: bool = False,
         files_threshold: Similarity | None = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
-        """Search notes by meaning and keyword, for direct lookups. Hits are compact;
-        get_note reads one."""
+        """Search notes by meaning and keyword, for direct lookups. A clear single answer
+        comes alone unless top_k is given (5). Hits are compact; get_note reads one."""
         args = locals()
         return await call(lambda b: search_notes(b, args))
 

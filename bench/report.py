@@ -370,7 +370,29 @@ def tokens_section(t: dict[str, Any]) -> list[str]:
         f"{t['same_hits_share']:.1%} of the questions.",
         "",
         *band_section(t.get("band")),
+        *membership_section(t.get("membership")),
     ]
+
+
+def membership_section(m: dict[str, Any] | None) -> list[str]:
+    """The relevance band deciding membership: the explicit top_k 5 page (before) against
+    the default page (after), per half (bench/tokens.py)."""
+    if not m:
+        return []
+    out = ["### The band decides membership", "",
+           "search_memory with its defaults (no top_k: a clear single answer comes alone) "
+           "against an explicit top_k 5 (what the default page was, and what an explicit "
+           "top_k still gets), compact pages:", "",
+           "| half | page | questions | tokens p50 | tokens mean | hits per page | "
+           "single share | any@k |", "|---|---|---|---|---|---|---|---|"]
+    for half, rows in m.items():
+        for when, label in (("before", "top_k 5 (before)"), ("after", "default (after)")):
+            r = rows.get(when)
+            if r:
+                out.append(f"| {half} | {label} | {r['questions']} | {r['tokens_p50']:g} | "
+                           f"{r['tokens_mean']:g} | {r['hits_mean']:.2f} | "
+                           f"{r['single_share']:.3f} | {r['any@k']:.3f} |")
+    return [*out, ""]
 
 
 def hype_section(h: dict[str, Any]) -> list[str]:

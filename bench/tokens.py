@@ -5,6 +5,12 @@ question is asked through ``search_memory`` twice, once per ``detail``. The page
 an MCP client hands the model (the tool result's text content). Its characters and tokens
 (the bundled model's tokenizer) are compared, and so is recall: compact hits must name the
 same notes in the same order, or the saving is not a saving.
+
+The relevance band's effect (``membership``): each question is also asked with the tool's
+defaults (no top_k), where the band decides which hits belong (a clear single answer comes
+alone, brain/presentation.py). "before" is the page of an explicit top_k 5 (what the default
+page was before the band decided membership, and what an explicit top_k still gets); "after"
+is the default page. Per half: tokens of the page and any@k (a gold turn among its hits).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ async def run(ctx: BenchContext) -> dict[str, Any]:
     same_ids = questions = 0
     half = splits.split_of("locomo")
     banded: list[tuple[str, list[float], bool]] = []  # (split, scores, top hit is gold)
+    # (split, tokens, any gold, hits) of the explicit top_k page and of the default page
+    member: dict[str, list[tuple[str, int, bool, int]]] = {"before": [], "after": []}
     try:
         async with mcp_client(brain) as client:
             t0 = time.perf_counter()
@@ -64,6 +72,16 @@ async def run(ctx: BenchContext) -> dict[str, Any]:
                                       (res.structured_content or {})["results"]]
                             top = bool(ids) and maps[conv.index].get(ids[0]) in q.gold_turns
                             banded.append((half.get(conv.sample_id, ""), scores, top))
+                            compact_row = (half.get(conv.sample_id, ""), count(text),
+                                           bool(keys & q.gold_turns), len(ids))
+                    res = await client.call_tool("search_memory", {
+                        "query": q.text, "project": conv.project})  # the defaults: the band
+                    text = "".join(getattr(c, "text", "") for c in res.content)
+                    ids = [h["zk_id"] for h in (res.structured_content or {})["results"]]
+                    gold = bool({maps[conv.index].get(z) for z in ids} & q.gold_turns)
+                    member["after"].append((half.get(conv.sample_id, ""), count(text), gold,
+                                            len(ids)))
+                    member["before"].append(compact_row)
                     questions += 1
                     same_ids += ranked["compact"] == ranked["full"]
     finally:
@@ -81,6 +99,7 @@ async def run(ctx: BenchContext) -> dict[str, Any]:
     out["token_ratio_mean"] = round(
         out["full"]["tokens_mean"] / max(out["compact"]["tokens_mean"], 1), 2)
     out["band"] = band_table(banded)
+    out["membership"] = membership(member)
     ctx.log(f"tokens: {out}")
     return out
 
@@ -104,3 +123,23 @@ def band_table(rows: list[tuple[str, list[float], bool]]) -> dict[str, Any]:
     chosen = min(good) if good else max(
         BANDS, key=lambda b: table[f"{b:g}"]["dev"]["single_right"] or 0)
     return {"rows": table, "chosen": chosen, "precision_goal": BAND_PRECISION}
+
+
+def membership(rows: dict[str, list[tuple[str, int, bool, int]]]) -> dict[str, Any]:
+    """Per half, the explicit top_k page ("before") against the default page, where the band
+    decides membership ("after"): tokens p50 / mean, any@k, hits per page, single share."""
+    out: dict[str, Any] = {}
+    for half in ("dev", "test"):
+        for when in ("before", "after"):
+            mine = [r for r in rows[when] if r[0] == half]
+            if not mine:
+                continue
+            out.setdefault(half, {})[when] = {
+                "questions": len(mine),
+                "tokens_p50": statistics.median(r[1] for r in mine),
+                "tokens_mean": round(statistics.fmean(r[1] for r in mine), 1),
+                "any@k": round(sum(r[2] for r in mine) / len(mine), 4),
+                "hits_mean": round(statistics.fmean(r[3] for r in mine), 3),
+                "single_share": round(sum(r[3] == 1 for r in mine) / len(mine), 4),
+            }
+    return out

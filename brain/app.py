@@ -16,10 +16,11 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from brain import generations, integrity, report, rerank
+from brain import embed_endpoints, generations, integrity, report, rerank
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
@@ -57,11 +58,11 @@ from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
 from brain.store_meta import META_ID, StoreMeta
-from brain.vector_store import Match, VectorStore, build_store, scroll_all
+from brain.vector_store import Match, VectorStore, build_store, scroll_all, server_checks
 from brain.vector_store.base import Filter
 from brain.vector_store.journal import JOURNAL, JournaledStore, Probe, WriteJournal, replay
 from brain.workers import WorkerRegistry
-from config import Settings, WorkerSettings
+from config import Settings, WorkerSettings, current_secret
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,15 @@ class Brain:
         # Enabled means loaded or refused, before the store is opened or locked.
         reranker = rerank.load(s.rerank)
         secure_home(self.home)  # umask 077 and a private data dir, before anything is written
+        # An endpoint a generation uses may not be removed, disabled or renamed: refused
+        # before the store is opened, so nothing is written.
+        generations.check_endpoints(self.home, s.embedding.endpoints)
         configured = resolve_record(s.embedding.model, s.embedding.dimension,
-                                    provider=s.embedding.provider, max_tokens=s.embedding.max_tokens)
-        # Built before the store is opened: a remote model without its key stops here.
+                                    provider=s.embedding.provider, max_tokens=s.embedding.max_tokens,
+                                    endpoints=s.embedding.endpoints)
         embedder = self._embedder or build_embedder(configured, s.embedding.batch_size,
-                                                    s.embedding.backend, self._endpoint())
+                                                    s.embedding.backend, self._endpoint(),
+                                                    s.embedding.endpoints)
         raw = self._store or build_store(
             home=self.home,
             collection=f"{s.qdrant.collection}_g{generations.active_generation(self.home)}",
@@ -179,6 +184,8 @@ class Brain:
         if s.qdrant.url:
             self.probe = Probe(s.qdrant.url, getattr(server, "ping", server.flush))
             self.probe.reachable, self.probe.last_checked_at = True, iso(self.clock.now())
+            self.probe.server, self.probe.watch = server_checks.at_start(
+                s.qdrant, lambda: str(getattr(self.store, "collection", "")))
         return server
 
     def _start_background(self) -> None:
@@ -235,6 +242,7 @@ class Brain:
         self.meta = StoreMeta(self.store)
         self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()),
                                quantization=self.store.quantization() or s.index.quantization)
+        embed_endpoints.check_in_use(s.embedding.endpoints, {"active model": self.meta.model})
         if self.meta.model != embedder.record.id:
             # Never mix vectors: keep embedding with the model that built the store.
             self.pending_model = embedder.record.id
@@ -261,7 +269,11 @@ class Brain:
         (llm.api_key without llm.base_url) serves provider hf when it has no key of its own."""
         s = self.settings
         hf_token = "" if s.llm.base_url else s.llm.api_key
-        return endpoint_from_settings(s.embedding, self.home, hf_token)
+        ep = endpoint_from_settings(s.embedding, self.home, hf_token)
+        # A missing or rejected key is read again from the settings' sources (environment,
+        # .env, brain.toml) at each probe, so a key set later works without a restart.
+        return replace(ep, key_source=lambda: current_secret("embedding.api_key"),
+                       secrets=current_secret)
 
     # ---------------------------------------------------------------- services
     # Built on first use, each from its collaborators and its own settings section.
@@ -402,7 +414,7 @@ class Brain:
             max_scan_files=sync.max_scan_files, debounce_s=sync.debounce_s,
             poll_interval_s=sync.poll_interval_s, embed_batch=sync.embed_batch,
             grep_timeout_s=sync.grep_timeout_s, exact_max_points=s.retrieval.exact_max_points,
-            policy=self.search_policy,
+            policy=self.search_policy, auto=sync.auto,
         )
         return SourcesService(deps, cfg)
 
@@ -495,6 +507,7 @@ class Brain:
             fusion=r.fusion, dense_weight=r.dense_weight, keyword_lead=r.keyword_lead,
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
             relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
+            relevance_band=self.settings.memory.relevance_band,
         )  # fmt: skip
 
     def _memory_config(self) -> MemoryConfig:

@@ -40,7 +40,8 @@ class HFTransport:
             self.client = InferenceClient(provider=ep.hf_provider,  # type: ignore[arg-type]
                                           token=token, timeout=ep.timeout_s)
 
-    def embed(self, texts: list[str], limit_s: float) -> tuple[np.ndarray, int | None]:
+    def embed(self, texts: list[str], limit_s: float,
+              kind: str = "document") -> tuple[np.ndarray, int | None]:
         box: dict[str, Any] = {}
 
         def call() -> None:

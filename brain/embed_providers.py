@@ -5,37 +5,39 @@ embed_remote, is imported only when used and no module imports its own importer.
 
 from __future__ import annotations
 
+import logging
+
 from brain.embed_remote import (
     OpenAITransport,
     RemoteEmbedder,
     RemoteEndpoint,
     Transport,
-    is_loopback,
     shown_endpoint,
 )
 from brain.encoding import ModelRecord
-from brain.errors import ConfigError, EmbeddingCredentialMissing
+from brain.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def build_remote(record: ModelRecord, endpoint: RemoteEndpoint | None) -> RemoteEmbedder:
+    """The embedder of ``record`` at ``endpoint``. Without the key it needs it still builds,
+    its credential ``missing`` (brain/embed_credential.py): the server starts and searches
+    answer from BM25 until a key is set."""
     ep = endpoint or RemoteEndpoint()
     if record.provider == "openai" and not ep.base_url:
         raise ConfigError(f"model {record.id} needs BRAIN__EMBEDDING__BASE_URL (the endpoint's "
                           "/v1 URL, e.g. http://localhost:11434/v1)")
-    # A server on this machine (Ollama, llama.cpp, TEI) needs no key; anything else does.
-    if not ep.api_key.get_secret_value() and not (ep.base_url and is_loopback(ep.base_url)):
+    if ep.needs_key and not ep.api_key.get_secret_value():
         where = shown_endpoint(ep.base_url) or f"HF Inference ({ep.hf_provider})"
-        raise EmbeddingCredentialMissing(
-            f"embedding model {record.id} at {where} needs a key and none is set: set "
-            "BRAIN__EMBEDDING__API_KEY (credential embedding.api_key). No other model is used "
-            "in its place.",
-            model=record.id, credential="embedding.api_key",
-        )
-    transport: Transport
-    if record.provider == "openai":
-        transport = OpenAITransport(record, ep)
-    else:
+        log.warning("embedding model %s at %s needs the credential %s and none is set: "
+                    "semantic search is off until it is", record.id, where, ep.credential)
+
+    def transport_for(e: RemoteEndpoint) -> Transport:
+        if record.provider == "openai":
+            return OpenAITransport(record, e)
         from brain.embed_hf import HFTransport
 
-        transport = HFTransport(record, ep)
-    return RemoteEmbedder(record, transport, ep)
+        return HFTransport(record, e)
+
+    return RemoteEmbedder(record, transport_for(ep), ep, transport_for)

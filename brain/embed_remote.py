@@ -9,10 +9,13 @@ needs its dimension set (``BRAIN__EMBEDDING__DIMENSION``), there is no guessing.
 Rules (issue 16):
 - the key is a secret: held as ``SecretStr``, sent only in the Authorization header, replaced
   by ``***`` in every message, and never part of ``status()``;
-- a provider that needs a key and has none refuses to build (``EMBEDDING_CREDENTIAL_MISSING``):
-  startup stops, nothing falls back to another model;
+- a provider that needs a key and has none still builds, with its credential ``missing``
+  (brain/embed_credential.py): the server starts, every call fails with
+  ``EMBEDDING_CREDENTIAL_MISSING`` naming the credential, searches answer from BM25, and a
+  key set later is picked up by the next probe; nothing falls back to another model;
 - texts go in batches; a failed batch is retried with exponential backoff (``Retry-After``
-  honoured) within a total deadline; a 401/403 is not retried (``EMBEDDING_CREDENTIAL_REJECTED``);
+  honoured) within a total deadline; a 401/403 is not retried (``EMBEDDING_CREDENTIAL_REJECTED``)
+  and marks the credential ``rejected`` until a probe succeeds;
 - vectors of another length than the record's are refused (``UNSUPPORTED_EMBEDDING_DIMENSION``),
   except a Matryoshka model's longer vector, cut to the chosen dimension;
 - a daily token cap (``embed_budget.TokenBudget``) pauses document embedding.
@@ -26,7 +29,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -35,6 +38,7 @@ import numpy as np
 from pydantic import SecretStr
 
 from brain.embed_budget import TokenBudget
+from brain.embed_credential import OK, CredentialGate, setting_of
 from brain.encoding import ModelRecord, PromptedEncoder, normalise
 from brain.errors import (
     ConfigError,
@@ -126,6 +130,29 @@ class RemoteEndpoint:
     batch_size: int = 64
     daily_token_cap: int = 0
     usage_path: Path | None = None
+    daily_usd_cap: float = 0.0
+    price_per_mtok: float | None = None  # the model's price (an endpoint registry entry)
+    # The address to connect to, checked against the endpoint's class and pinned at first
+    # use (brain/embed_endpoints.py); None: resolve as usual.
+    pin: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
+    send_key: bool = True  # an endpoint with auth = "none" sends no key even when one is set
+    # True / False: the endpoint says whether it needs a key; None: any but loopback does.
+    key_required: bool | None = None
+    # Reads a secret setting by its dotted path, as its sources say now (app.py).
+    secrets: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
+    # Reads the key again from the settings' sources (app.py); "" = none set there.
+    key_source: Callable[[], str] | None = field(default=None, compare=False, repr=False)
+    credential_retry_s: float = 30.0  # a missing or rejected key is tried again this often
+
+    @property
+    def needs_key(self) -> bool:
+        """A server on this machine (Ollama, llama.cpp, TEI) needs no key; anything else does."""
+        if self.key_required is not None:
+            return self.key_required
+        return self.send_key and not (self.base_url and is_loopback(self.base_url))
+
+    def address(self) -> str | None:
+        return self.pin() if self.pin is not None else None
 
 
 def endpoint_from_settings(s: EmbeddingSettings, home: Path, hf_token: str = "") -> RemoteEndpoint:
@@ -138,7 +165,8 @@ def endpoint_from_settings(s: EmbeddingSettings, home: Path, hf_token: str = "")
         base_url=s.base_url.rstrip("/"), api_key=SecretStr(key), credential=credential,
         hf_provider=s.hf_provider, timeout_s=s.timeout_s, deadline_s=s.deadline_s,
         max_retries=s.max_retries, batch_size=s.batch_size, daily_token_cap=s.daily_token_cap,
-        usage_path=home / USAGE_FILE,
+        usage_path=home / USAGE_FILE, credential_retry_s=s.credential_retry_s,
+        daily_usd_cap=s.daily_usd_cap,
     )
 
 
@@ -174,8 +202,10 @@ class Retryable(Exception):
 
 
 class Transport(Protocol):
-    def embed(self, texts: list[str], limit_s: float) -> tuple[np.ndarray, int | None]:
-        """Vectors of ``texts`` and the tokens the server counted (None: not reported)."""
+    def embed(self, texts: list[str], limit_s: float,
+              kind: str = "document") -> tuple[np.ndarray, int | None]:
+        """Vectors of ``texts`` (``kind``: document | query, for the APIs that tell them
+        apart) and the tokens the server counted (None: not reported)."""
         ...
 
 
@@ -190,7 +220,7 @@ def http_failure(status: int, body: str, record: ModelRecord, ep: RemoteEndpoint
     excerpt = " ".join(redactor(ep.api_key)(body).split())[:200]
     where = shown_endpoint(ep.base_url) or f"HF Inference ({ep.hf_provider})"
     if status in (401, 403):
-        setting = "BRAIN__" + "__".join(ep.credential.upper().split("."))
+        setting = setting_of(ep.credential)
         return EmbeddingCredentialRejected(
             f"{where} refused the key for {record.id} (HTTP {status}: {excerpt}); check "
             f"{setting} ({ep.credential})",
@@ -215,32 +245,24 @@ def _seconds(value: str | None) -> float:
 class OpenAITransport:
     """``POST {base_url}/embeddings`` with the OpenAI payload, on the standard library."""
 
-    def __init__(self, record: ModelRecord, ep: RemoteEndpoint) -> None:
+    def __init__(self, record: ModelRecord, ep: RemoteEndpoint, model: str | None = None,
+                 ask_dimension: bool = False) -> None:
         self.record = record
         self.ep = ep
         self.url = f"{ep.base_url}/embeddings"
-        self.model = record.id.split(":", 1)[1]
+        self.model = model or record.id.split(":", 1)[1]
         # Matryoshka: ask the server for the chosen size (it is cut here too if it ignores it).
         top = max(record.supported_dimensions, default=record.dimension)
-        self.dimensions = record.dimension if record.dimension < top else None
+        self.dimensions = record.dimension if record.dimension < top or ask_dimension else None
 
-    def embed(self, texts: list[str], limit_s: float) -> tuple[np.ndarray, int | None]:
-        from brain.embed_http import RequestTimedOut, post_json
-
+    def embed(self, texts: list[str], limit_s: float,
+              kind: str = "document") -> tuple[np.ndarray, int | None]:
         payload: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions:
             payload["dimensions"] = self.dimensions
-        key = self.ep.api_key.get_secret_value()
+        key = self.ep.api_key.get_secret_value() if self.ep.send_key else ""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        try:
-            reply = post_json(self.url, payload, headers, limit_s)
-        except RequestTimedOut as exc:
-            raise Retryable(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - refused, reset, DNS: the server may come back
-            raise Retryable(redactor(self.ep.api_key)(f"{type(exc).__name__}: {exc}")) from None
-        if reply.status != 200:
-            raise http_failure(reply.status, reply.body[:2000].decode("utf-8", "replace"),
-                               self.record, self.ep, reply.headers.get("retry-after"))
+        reply = send(self.url, payload, headers, limit_s, self.record, self.ep)
         try:
             data = reply.json()
             items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
@@ -256,18 +278,43 @@ class OpenAITransport:
         return matrix, int(tokens) if tokens else None
 
 
+def send(url: str, payload: Any, headers: dict[str, str], limit_s: float, record: ModelRecord,
+         ep: RemoteEndpoint) -> Any:
+    """POST to the endpoint (at its pinned address when it has one): the 200 reply, or the
+    typed failure of any other answer (retryable ones as :class:`Retryable`)."""
+    from brain.embed_http import RequestTimedOut, post_json
+
+    address = ep.address()  # refuses an address outside the endpoint's class
+    try:
+        reply = post_json(url, payload, headers, limit_s, connect_to=address)
+    except RequestTimedOut as exc:
+        raise Retryable(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - refused, reset, DNS: the server may come back
+        raise Retryable(redactor(ep.api_key)(f"{type(exc).__name__}: {exc}")) from None
+    if reply.status != 200:
+        raise http_failure(reply.status, reply.body[:2000].decode("utf-8", "replace"),
+                           record, ep, reply.headers.get("retry-after"))
+    return reply
+
+
 # ------------------------------------------------------------------------------- embedder
 
 
 class RemoteEmbedder(PromptedEncoder):
     """Batches, retries, deadline, dimension check and token budget around a transport."""
 
-    def __init__(self, record: ModelRecord, transport: Transport, ep: RemoteEndpoint) -> None:
+    def __init__(self, record: ModelRecord, transport: Transport, ep: RemoteEndpoint,
+                 transport_for: Callable[[RemoteEndpoint], Transport] | None = None) -> None:
         self.record = record
         self.transport = transport
         self.ep = ep
-        self.budget = TokenBudget(ep.daily_token_cap, ep.usage_path)
+        self._transport_for = transport_for  # a new key: a new transport
+        self.budget = TokenBudget(ep.daily_token_cap, ep.usage_path, usd_cap=ep.daily_usd_cap,
+                                  price_per_mtok=ep.price_per_mtok)
         self._redact = redactor(ep.api_key)
+        self.gate = CredentialGate(ep.credential,
+                                   bool(ep.api_key.get_secret_value()) or not ep.needs_key,
+                                   retry_s=ep.credential_retry_s)
         self._lock = threading.Lock()
         self._counts = {"calls": 0, "retries": 0, "failures": 0, "texts": 0}
         self._last_error = ""
@@ -295,10 +342,13 @@ class RemoteEmbedder(PromptedEncoder):
 
     def _run(self, texts: Sequence[str], prompt: str, capped: bool) -> np.ndarray:
         out = []
+        kind = "document" if capped else "query"
         for part in self._batches([prompt + t if prompt else t for t in texts]):
             if capped:
                 self.budget.check(self.record.id)
-            out.append(self._fitting(part))
+            else:  # a query: only the dollar cap stops it (a few tokens)
+                self.budget.check_spend(self.record.id)
+            out.append(self._fitting(part, kind))
         return np.concatenate(out) if len(out) > 1 else out[0]
 
     def _batches(self, texts: list[str]) -> list[list[str]]:
@@ -319,11 +369,11 @@ class RemoteEmbedder(PromptedEncoder):
             out.append(run)
         return out
 
-    def _fitting(self, texts: list[str]) -> np.ndarray:
+    def _fitting(self, texts: list[str], kind: str = "document") -> np.ndarray:
         """One batch; halved while the server says it is too large (TEI takes 32 texts a
         request by default, 413/422 beyond), the smaller size kept for later batches."""
         try:
-            return self._one_batch(texts)
+            return self._one_batch(texts, kind)
         except EmbeddingProviderFailed as exc:
             if exc.details.get("status") not in _TOO_LARGE or len(texts) < 2:
                 raise
@@ -332,16 +382,42 @@ class RemoteEmbedder(PromptedEncoder):
                 self._batch_limit = min(self._batch_limit, half)
             log.info("%s: a batch of %d was too large; sending %d", self.record.id,
                      len(texts), half)
-            return np.concatenate([self._fitting(texts[:half]), self._fitting(texts[half:])])
+            return np.concatenate([self._fitting(texts[:half], kind),
+                                   self._fitting(texts[half:], kind)])
 
-    def _one_batch(self, texts: list[str]) -> np.ndarray:
+    def _admit(self) -> None:
+        """Let a call out, or refuse it with the credential's typed error (no request)."""
+        if not self.gate.usable():
+            raise self.gate.error(self.record.id)
+        if self.gate.state == OK:
+            return
+        self._reload_key()  # a probe: a key set since is used at once
+        if self.ep.needs_key and not self.ep.api_key.get_secret_value():
+            self.gate.missing()
+            raise self.gate.error(self.record.id)
+
+    def _reload_key(self) -> None:
+        new = self.ep.key_source() if self.ep.key_source is not None else ""
+        if not new or new == self.ep.api_key.get_secret_value():
+            return
+        credential = self.ep.credential
+        with self._lock:
+            self.ep = replace(self.ep, api_key=SecretStr(new))
+            self._redact = redactor(self.ep.api_key)
+            if self._transport_for is not None:
+                self.transport = self._transport_for(self.ep)
+        log.info("embedding credential %s: a new key was read", credential)
+
+    def _one_batch(self, texts: list[str], kind: str = "document") -> np.ndarray:
+        self._admit()
         deadline = time.monotonic() + self.ep.deadline_s
         attempt = 0
         while True:
             remaining = deadline - time.monotonic()
             self._count("calls")
             try:
-                matrix, tokens = self.transport.embed(texts, min(self.ep.timeout_s, remaining))
+                matrix, tokens = self.transport.embed(texts, min(self.ep.timeout_s, remaining),
+                                                      kind)
                 break
             except Retryable as exc:
                 self._failed(exc.message)
@@ -356,9 +432,14 @@ class RemoteEmbedder(PromptedEncoder):
                 self._count("retries")
                 time.sleep(delay)
                 attempt += 1
+            except EmbeddingCredentialRejected as exc:
+                self._failed(exc.message)
+                self.gate.rejected(f"HTTP {exc.details.get('status')}")
+                raise
             except EmbeddingProviderFailed as exc:
                 self._failed(exc.message)
                 raise
+        self.gate.succeeded()
         vectors = self._fit(matrix, len(texts))
         self.budget.add(tokens if tokens is not None else sum(map(self.count_tokens, texts)))
         with self._lock:
@@ -410,6 +491,7 @@ class RemoteEmbedder(PromptedEncoder):
             "last_error": last,
             "batch_size": min(self.ep.batch_size, self._batch_limit),
             **self.budget.status(),
+            **self.gate.status(),
         }
 
 
@@ -420,4 +502,4 @@ def embedding_status(embedder: Any) -> dict[str, Any]:
         return dict(status())
     record = embedder.record
     return {"provider": record.provider, "model": record.id, "dimension": embedder.dimension,
-            "paused_by_cap": False}
+            "paused_by_cap": False, "dense": True}

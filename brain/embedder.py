@@ -21,12 +21,13 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
+from brain import embed_endpoints
 from brain.embed_providers import build_remote
 from brain.embed_remote import (
     REMOTE_RECORDS,
@@ -81,11 +82,16 @@ REGISTRY: dict[str, ModelRecord] = {
 
 
 def resolve_record(
-    model: str, dimension: int = 0, *, provider: str = "local", max_tokens: int = 0
+    model: str, dimension: int = 0, *, provider: str = "local", max_tokens: int = 0,
+    endpoints: Mapping[str, Any] | None = None,
 ) -> ModelRecord:
     """The registry record for ``model`` (or a record for a local folder, or for a remote model
     the registry does not list), dimension checked. ``provider`` openai / hf names the server
-    protocol when ``model`` is a bare name (the record id is then ``<provider>:<model>``)."""
+    protocol when ``model`` is a bare name (the record id is then ``<provider>:<model>``).
+    ``endpoint:<id>:<model>``: a model of the endpoint registry ``endpoints``
+    (brain/embed_endpoints.py)."""
+    if model.startswith(embed_endpoints.PREFIX):
+        return embed_endpoints.record(model, dimension, endpoints or {})
     model = qualified_id(provider, model)
     record = REGISTRY.get(model)
     if record is None and remote_provider_of(model):
@@ -320,9 +326,13 @@ def build_embedder(
     batch_size: int = 64,
     backend: str = "torch",
     remote: RemoteEndpoint | None = None,
+    endpoints: Mapping[str, Any] | None = None,
 ) -> Embedder:
-    """The embedder of ``record``; a remote record is reached through ``remote`` (refused
-    without the key it needs: EMBEDDING_CREDENTIAL_MISSING, never another model instead)."""
+    """The embedder of ``record``; a remote record is reached through ``remote`` (without the
+    key it needs its credential is missing: searches answer from BM25, never another model),
+    an endpoint model through its ``endpoints`` entry."""
+    if record.provider == "endpoint":
+        return embed_endpoints.build(record, endpoints or {}, remote)
     if remote_provider_of(record.id):
         return build_remote(record, remote)
     if record.provider == "hash":

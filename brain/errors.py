@@ -16,6 +16,9 @@ Hierarchy::
     ├── EmbeddingProviderFailed     EMBEDDING_PROVIDER_FAILED: a remote embedding call failed
     │   └── EmbeddingCredentialRejected  EMBEDDING_CREDENTIAL_REJECTED: the endpoint said 401/403
     ├── EmbeddingTokenCapReached    EMBEDDING_TOKEN_CAP_REACHED: today's embedding tokens are spent
+    ├── EmbeddingSpendCapReached    EMBEDDING_USD_CAP_REACHED: today's priced embedding spend is spent
+    ├── EndpointAddressRefused      ENDPOINT_ADDRESS_CLASS: an embedding endpoint resolved to an
+    │                               address outside its class (public / private) or changed class
     ├── ModelUnavailable            MODEL_UNAVAILABLE: a model could not be loaded
     ├── StoreLocked                 STORE_LOCKED: another process owns the data dir
     ├── StoreError                  STORE_ERROR: the vector store failed
@@ -23,6 +26,8 @@ Hierarchy::
     ├── ParseError                  PARSE_FAILED: a document could not be parsed
     ├── Conflict                    CONFLICT: the operation clashes with current state
     │   ├── ChangeConflict          CHANGE_CONFLICT: a change moved on since its preview
+    │   ├── EndpointInUse           ENDPOINT_IN_USE: an embedding endpoint a generation uses was
+    │   │                           removed, disabled or renamed
     │   ├── BaselineMissing         BASELINE_MISSING: a revert has no saved prior content
     │   └── DestinationOccupied     DESTINATION_OCCUPIED: a revert would overwrite other content
     ├── Forbidden                   FORBIDDEN: the caller may not reach this path or object
@@ -108,6 +113,14 @@ class EmbeddingTokenCapReached(BrainError):
     code = "EMBEDDING_TOKEN_CAP_REACHED"
 
 
+class EmbeddingSpendCapReached(BrainError):
+    code = "EMBEDDING_USD_CAP_REACHED"
+
+
+class EndpointAddressRefused(BrainError):
+    code = "ENDPOINT_ADDRESS_CLASS"
+
+
 class ModelUnavailable(BrainError):
     code = "MODEL_UNAVAILABLE"
 
@@ -137,6 +150,10 @@ class ParseError(BrainError):
 
 class Conflict(BrainError):
     code = "CONFLICT"
+
+
+class EndpointInUse(Conflict):
+    code = "ENDPOINT_IN_USE"
 
 
 class Forbidden(BrainError):

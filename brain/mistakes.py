@@ -19,11 +19,13 @@ from typing import Any
 
 from brain import tenancy
 from brain.clock import Clock, iso
+from brain.embed_credential import search_warnings
 from brain.errors import InvalidArgument
 from brain.limits import MAX_SIGNATURE_CHARS as MAX_SIGNATURE
 from brain.limits import has_text
 from brain.memory import MAX_TOP_K, MemoryService, RecallFilter, check_project, check_top_k
 from brain.notes import point_id
+from brain.presentation import answer_band, band_keep
 from brain.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
@@ -228,11 +230,14 @@ class MistakeService:
         ]
 
     def preflight_check(
-        self, task: str, project: str | None = None, top_k: int = 5,
+        self, task: str, project: str | None = None, top_k: int | None = None,
         changed_since: str | None = None,
     ) -> dict[str, Any]:
-        """``changed_since``: a git ref; the result also lists the notes citing code git
+        """Mistakes, fixes and patterns for ``task``, up to ``top_k`` (5) of each. Without
+        ``top_k``, a clear single answer (the relevance band, brain/presentation.py) comes
+        alone. ``changed_since``: a git ref; the result also lists the notes citing code git
         reports changed since it (``changed_notes``)."""
+        explicit, top_k = top_k is not None, 5 if top_k is None else top_k
         check_top_k(top_k, 50)
         if project is not None:
             project = check_project(project)
@@ -242,6 +247,11 @@ class MistakeService:
             project=project, include_fleeting=True, note_kinds=("mistake", "fix", "pattern")
         )
         hits = self.memory.search(task, min(top_k * 3, MAX_TOP_K), rf)
+        band = self.memory.cfg.policy.relevance_band
+        scores = [float(h.get("score", 0.0)) for h in hits]
+        if band is not None:
+            kept = band_keep(scores, band, explicit)
+            more, hits = len(hits) - kept, hits[:kept]
         mistakes: list[dict[str, Any]] = []
         fixes: list[dict[str, Any]] = []
         patterns: list[dict[str, Any]] = []
@@ -265,5 +275,8 @@ class MistakeService:
                 "changed_count": changed["count"],
                 "changed_repositories": changed["repositories"]} if changed is not None
                else {}),
+            **({"answer": answer_band(scores, band)} if band is not None else {}),
+            **({"more_hits": more} if band is not None and more else {}),
+            **({"warnings": w} if (w := search_warnings(self.memory.embedder)) else {}),
         }
 

@@ -11,6 +11,7 @@ whole note. The LoCoMo token measurement (``python -m bench --only tokens``) com
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 Detail = Literal["compact", "full"]
@@ -37,13 +38,39 @@ def answer_band(scores: list[float], band: float) -> str:
     return "single" if scores[1] <= (1.0 - band) * scores[0] else "many"
 
 
-def with_answer(page: dict[str, Any], band: float) -> dict[str, Any]:
-    """The page with its relevance band (``answer``: single | many)."""
+def band_keep(scores: Sequence[float], band: float, explicit: bool) -> int:
+    """How many of the leading hits belong to the answer. THE RULE (every search tool): a
+    clear single answer (:func:`answer_band` says "single") is returned alone, unless the
+    caller asked for a number of results (top_k / limit) explicitly; otherwise all of them."""
+    if explicit or answer_band(list(scores), band) != "single":
+        return len(scores)
+    return min(1, len(scores))
+
+
+def search_page(page: dict[str, Any], band: float, *, explicit: bool = True,
+                warnings: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A search tool's page: ``answer`` (single | many) from the relevance band, which also
+    decides membership (:func:`band_keep`: the hits it leaves out are counted in
+    ``more_hits``, and an explicit top_k / limit shows them), and ``warnings`` about how the
+    search ran (the dense legs off, brain/embed_credential.py)."""
     hits = page.get("results")
-    if not isinstance(hits, list):
-        return page
-    scores = [float(h.get("score", 0.0)) for h in hits if isinstance(h, dict)]
-    return {**page, "answer": answer_band(scores, band)}
+    out = dict(page)
+    if isinstance(hits, list):
+        scores = [float(h.get("score", 0.0)) for h in hits if isinstance(h, dict)]
+        out["answer"] = answer_band(scores, band)
+        keep = band_keep(scores, band, explicit)
+        if keep < len(hits):
+            out["results"], out["more_hits"] = hits[:keep], len(hits) - keep
+            if "count" in out:
+                out["count"] = keep
+    if warnings:
+        out["warnings"] = [*out.get("warnings", ()), *warnings]
+    return out
+
+
+def with_answer(page: dict[str, Any], band: float) -> dict[str, Any]:
+    """The page with its relevance band (``answer``: single | many), every hit kept."""
+    return search_page(page, band)
 
 
 def snippet(text: str, limit: int) -> str:

@@ -24,6 +24,11 @@ def degraded_parts(
                     "heuristic and deep_search does not rewrite queries"})
     if agentic["llm"].get("paused_by_cap"):
         out.append({"part": "llm", "why": "the daily LLM token cap is reached"})
+    if embedding.get("dense") is False:
+        out.append({"part": "embedding", "why": f"the embedding credential "
+                    f"{embedding.get('credential_id')} is {embedding.get('credential_state')}: "
+                    "semantic search is off, searches answer from keywords (BM25) only, and "
+                    "writes that need a vector are refused until it works"})
     if embedding.get("paused_by_cap"):
         out.append({"part": "embedding", "why": "the daily embedding token cap is reached"})
     if pending_model:
@@ -46,7 +51,8 @@ def capabilities(
         "reranker": reranker_status(reranker),
         "storage": {"backend": info.backend, "location": info.location,
                     "points": info.points, **backend},
-        "embedding": {k: embedding[k] for k in ("provider", "model", "dimension")
-                      if k in embedding},
+        "embedding": {k: embedding[k] for k in ("provider", "model", "dimension", "dense",
+                                                 "credential_id", "credential_state",
+                                                 "dense_off_reason") if k in embedding},
         "degraded": degraded_parts(agentic, embedding, pending_model, backend),
     }

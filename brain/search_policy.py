@@ -40,6 +40,9 @@ class SearchPolicy:
     relative_floor: float
     neighbour_weight: float  # a note's score gains this share of its session neighbour's
     keyword_lead: float = 0.0  # BM25's decisive first hit ranks first (retrieval.keyword_lead)
+    # [memory] relevance_band: a clear single answer comes alone (brain/presentation.py);
+    # None: every hit is kept.
+    relevance_band: float | None = None
 
     def describe(self) -> str:
         return f"{self.fusion} fusion, relative floor {self.relative_floor:g}"
@@ -47,7 +50,7 @@ class SearchPolicy:
 
 def rank(
     store: VectorStore,
-    dense_vec: Sequence[float],
+    dense_vec: Sequence[float] | None,
     sparse_vec: SparseVector,
     flt: Filter | None,
     limit: int,
@@ -58,11 +61,14 @@ def rank(
     extra_dense: Sequence[Hit] = (),
 ) -> list[Candidate]:
     """The best ``limit`` candidates for one query under ``policy``: the fused ranking of
-    both legs, one per ``group`` key when given, without those under the relative floor."""
+    both legs, one per ``group`` key when given, without those under the relative floor.
+    ``dense_vec`` None (the embedding credential is missing or rejected,
+    brain/embed_credential.py): the BM25 leg alone."""
     n = limit * GROUP_OVERFETCH if group is not None else limit
     cands = hybrid(
-        store, dense_vec, sparse_vec, flt, n,
-        candidates=max(policy.candidates, n), method=policy.fusion,
+        store, dense_vec if dense_vec is not None else (), sparse_vec, flt, n,
+        candidates=max(policy.candidates, n),
+        method=policy.fusion if dense_vec is not None else "bm25",
         dense_weight=policy.dense_weight, rrf_k=policy.rrf_k, exact=exact,
         code_dense_weight=policy.code_dense_weight, neighbour_weight=policy.neighbour_weight,
         extra_dense=extra_dense, lead_gap=policy.keyword_lead,

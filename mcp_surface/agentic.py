@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from brain.presentation import present, with_answer
+from brain.embed_credential import search_warnings
+from brain.presentation import present, search_page
 from mcp_surface import outputs as out
 from mcp_surface.args import Detail, Ids, Project, Query
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, tool
@@ -22,17 +23,18 @@ def register(mcp: Any, call: Any) -> None:
         query: Query,
         project: FilterProject = None,
         hops: Annotated[int, Field(ge=0, le=4)] = 2,
-        top_k: Annotated[int, Field(ge=1, le=100)] = 10,
+        top_k: Annotated[int | None, Field(ge=1, le=100)] = None,
         filters: RecallFilters | None = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Multi-hop search for why/how questions: searches, follows links, searches
-        again."""
+        again. A clear single answer comes alone unless top_k is given (10)."""
 
         def run(b: Any) -> dict[str, Any]:
             rf = recall_filter(project, filters)
-            result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k)
-            result = with_answer(result, b.settings.memory.relevance_band)
+            result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k or 10)
+            result = search_page(result, b.settings.memory.relevance_band,
+                                 explicit=top_k is not None, warnings=search_warnings(b.embedder))
             return present(result, detail, b.settings.memory.snippet_chars)
 
         return await call(run)

@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from brain.embed_credential import search_warnings
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
-from brain.presentation import present
+from brain.presentation import present, search_page
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
 from mcp_surface.args import Detail, Id, OptFileName, OptPath, OptProject, Query, Similarity
@@ -24,20 +25,24 @@ def register(mcp: Any, call: Any) -> None:
     @tool(mcp, PURE_READ, out.PASSAGES)
     async def search_files(
         query: Query,
-        limit: Annotated[int, Field(ge=1, le=10_000, description=f"Clamped to {MAX_SEARCH_LIMIT}")
-                         ] = 10,
+        limit: Annotated[int | None, Field(ge=1, le=10_000,
+                                           description=f"10; clamped to {MAX_SEARCH_LIMIT}")
+                         ] = None,
         file_name: OptFileName = None,
         threshold: Similarity | None = None,
         detail: Detail = "compact",
     ) -> dict[str, Any]:
-        """Search uploaded documents: passages with file, page and text."""
-        used, note = clamp_limit(limit)
+        """Search uploaded documents: passages with file, page and text. A clear single
+        answer comes alone unless limit is given."""
+        used, note = clamp_limit(limit or 10)
 
         def run(b: Any) -> dict[str, Any]:
             hits = b.files.search(query, used, file_name, threshold)
             out: dict[str, Any] = {"results": hits, "count": len(hits)}
             if note:
                 out["limit"], out["note"] = used, note
+            out = search_page(out, b.settings.memory.relevance_band, explicit=limit is not None,
+                              warnings=search_warnings(b.embedder))
             return present(out, detail, b.settings.memory.snippet_chars, passages=True,
                            query=query)
 

@@ -21,9 +21,10 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from brain.embed_credential import query_vector, search_warnings
 from brain.limits import MAX_AGE_DAYS
 from brain.memory import RecallFilter
-from brain.presentation import present, with_answer
+from brain.presentation import present, search_page
 from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
 
 NoteKind = Literal[
@@ -37,6 +38,8 @@ NoteKind = Literal[
     "session_summary",
     "project_context",
 ]
+
+DEFAULT_TOP_K = 5  # search_memory without top_k (the band may return fewer)
 
 FilterProject = Annotated[OptProject, Field(description="Default: the default project")]
 NoteKinds = Annotated[list[NoteKind] | None, Field(max_length=len(get_args(NoteKind)))]
@@ -96,13 +99,14 @@ def recall_filter(project: str | None, filters: RecallFilters | None) -> RecallF
 
 def search_notes(b: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     """search_memory's body on a brain, from the tool's arguments (all of them, by name)."""
-    query, top_k = args["query"], args["top_k"]
+    query, top_k = args["query"], args["top_k"] or DEFAULT_TOP_K
     rf = recall_filter(args["project"], args["filters"])
-    qvec = b.embedder.embed_query(query).tolist()  # embedded once, used for both
+    qvec = query_vector(b.embedder, query)  # embedded once, used for both (None: BM25 only)
     hits = b.memory.search(query, top_k, rf, query_vector=qvec)
     out: dict[str, Any] = {"results": hits, "count": len(hits)}
     if args["include_files"]:
         out["files"] = b.files.search_with_vector(
             qvec, query, limit=min(top_k, 30), threshold=args["files_threshold"])
-    out = with_answer(out, b.settings.memory.relevance_band)
+    out = search_page(out, b.settings.memory.relevance_band, explicit=args["top_k"] is not None,
+                      warnings=search_warnings(b.embedder))
     return present(out, args["detail"], b.settings.memory.snippet_chars, query=query)

@@ -30,11 +30,13 @@ from mcp_surface.args import (
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, tool
 
 Trigger = Literal["auto", "manual", "interval"]
+Pinned = Annotated[bool | None, Field(
+    description="Syncs under [sync] auto=packages-only (default: holds package content)")]
 
 
 Action = Literal["add", "list", "update", "remove", "sync", "status", "cancel", "rescan",
                  "reset", "reembed", "repair_orphans"]
-_EDIT = "name project trigger exclude include max_scan_files interval_s"
+_EDIT = "name project trigger exclude include max_scan_files interval_s pinned"
 USES = uses(add=f"path visibility {_EDIT}", list="project", update=f"source {_EDIT}",
             remove="source purge", sync="source wait paths", status="job_id source",
             cancel="job_id source", rescan="source", reset="source",
@@ -61,12 +63,13 @@ def register(mcp: Any, call: Any) -> None:
         created_before: Date = None,
         modified_after: Date = None,
         modified_before: Date = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 10,
+        limit: Annotated[int | None, Field(ge=1, le=200, description="10")] = None,
         fixed: Annotated[bool, Field(description="grep: literal, not regex")] = False,
         case_insensitive: bool = False,
     ) -> dict[str, Any]:
-        """Search project files: semantic (hybrid, a row per file), filter (metadata, query
-        as keywords) or grep (live files, ISO dates)."""
+        """Search project files: semantic (hybrid, a row per file; a clear single answer
+        alone unless limit is given), filter (metadata, query as keywords) or grep (live
+        files, ISO dates)."""
         return await call(
             lambda b: b.sources.search(
                 query,
@@ -100,6 +103,7 @@ def register(mcp: Any, call: Any) -> None:
         include: Patterns = None,
         max_scan_files: ScanFiles = None,
         interval_s: IntervalS = None,
+        pinned: Pinned = None,
         visibility: Literal["shared", "private"] = "shared",
         purge: Annotated[bool, Field(description="remove: delete its search data now")] = False,
         wait: Annotated[bool, Field(description="sync: wait, reporting progress")] = False,
@@ -114,12 +118,13 @@ def register(mcp: Any, call: Any) -> None:
         src = source or ""
         edits = {k: v for k, v in dict(
             name=name, project=project, trigger=trigger, exclude=exclude, include=include,
-            max_scan_files=max_scan_files, interval_s=interval_s).items() if v is not None}
+            max_scan_files=max_scan_files, interval_s=interval_s, pinned=pinned).items()
+            if v is not None}
         if action == "add":
             folder = path or ""
             return await call(lambda b: b.sources.add(
                 folder, name, project, trigger or "auto", exclude, include, max_scan_files,
-                interval_s, visibility=visibility))
+                interval_s, visibility=visibility, pinned=pinned))
         if action == "list":
             found = await call(lambda b: b.sources.list(project))
             return {"sources": found, "count": len(found)}

@@ -87,13 +87,14 @@ def register(mcp: Any, call: Any) -> None:
     async def preflight_check(
         task: Query,
         project: OptProject = None,
-        top_k: Annotated[int, Field(ge=1, le=50)] = 5,
+        top_k: Annotated[int | None, Field(ge=1, le=50, description="5")] = None,
         detail: Detail = "compact",
         changed_since: Annotated[str | None, Field(max_length=200, description="A git ref")
                                  ] = None,
     ) -> dict[str, Any]:
-        """Before coding: past mistakes (with fixes) and patterns relevant to the task;
-        changed_since also lists notes whose cited code changed."""
+        """Before coding: past mistakes (with fixes) and patterns relevant to the task (a
+        clear single answer alone unless top_k is given); changed_since also lists notes
+        whose cited code changed."""
         return await call(lambda b: present(
             b.mistakes.preflight_check(task, project, top_k, changed_since), detail,
             b.settings.memory.snippet_chars))

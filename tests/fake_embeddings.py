@@ -15,6 +15,15 @@ Scripted actions, consumed one per request before the default answer:
 - ``("dimension", n)``: answer with n-dimensional vectors once.
 
 ``max_batch`` > 0: a request with more texts gets 413, as Text Embeddings Inference answers.
+
+Two native APIs beside them, each as its reference documents it:
+
+- Gemini, ``POST /gemini/v1beta/models/{model}:batchEmbedContents`` (so an endpoint's url is
+  ``gemini_url``): the key in ``x-goog-api-key`` (a wrong one gets Gemini's 400
+  API_KEY_INVALID), one request per text, ``outputDimensionality`` honoured, the vectors in
+  ``{"embeddings": [{"values"}]}``, no token count;
+- Voyage, ``POST /voyage/v1/embeddings`` (``voyage_url``): Bearer key, ``input`` and
+  ``input_type``, ``output_dimension`` honoured, ``{"data", "usage": {"total_tokens"}}``.
 """
 
 from __future__ import annotations
@@ -64,6 +73,8 @@ class FakeEmbeddings:
         self.root = f"http://{host}:{port}"
         self.base_url = f"{self.root}/v1"  # the OpenAI base URL
         self.tei_url = f"{self.root}/embed"  # the URL an HF client is pointed at
+        self.gemini_url = f"{self.root}/gemini/v1beta"
+        self.voyage_url = f"{self.root}/voyage/v1"
 
     def script(self, *actions: tuple[Any, ...]) -> Self:
         with self._lock:
@@ -106,15 +117,32 @@ class FakeEmbeddings:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with fake._lock:
                     fake.seen.append(Seen(self.path, body, headers))
-                if self.path not in ("/v1/embeddings", "/embed"):
+                gemini = self.path.startswith("/gemini/v1beta/models/") and \
+                    self.path.endswith(":batchEmbedContents")
+                voyage = self.path == "/voyage/v1/embeddings"
+                if self.path not in ("/v1/embeddings", "/embed") and not (gemini or voyage):
                     self._send(404, {"error": "not found"})
                     return
-                sent = headers.get("authorization", "").removeprefix("Bearer ").strip()
-                if fake.key and sent != fake.key:
-                    self._send(401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
-                    return
-                texts = body.get("input", body.get("inputs"))
-                texts = [texts] if isinstance(texts, str) else list(texts or [])
+                if gemini:
+                    sent = headers.get("x-goog-api-key", "")
+                    if fake.key and sent != fake.key:
+                        self._send(400, {"error": {
+                            "code": 400, "message": "API key not valid. Please pass a valid "
+                            "API key.", "status": "INVALID_ARGUMENT",
+                            "details": [{"reason": "API_KEY_INVALID"}]}})
+                        return
+                else:
+                    sent = headers.get("authorization", "").removeprefix("Bearer ").strip()
+                    if fake.key and sent != fake.key:
+                        self._send(401, {"error": {
+                            "message": f"Incorrect API key provided: {sent}"}})
+                        return
+                if gemini:
+                    reqs = body.get("requests") or []
+                    texts = [r["content"]["parts"][0]["text"] for r in reqs]
+                else:
+                    texts = body.get("input", body.get("inputs"))
+                    texts = [texts] if isinstance(texts, str) else list(texts or [])
                 if fake.max_batch and len(texts) > fake.max_batch:  # as TEI answers
                     self._send(413, {"error": f"batch size {len(texts)} > maximum allowed "
                                               f"batch size {fake.max_batch}"})
@@ -135,8 +163,22 @@ class FakeEmbeddings:
                         return
                     if action[0] == "dimension":
                         dimension = int(action[1])
+                asked = (body.get("output_dimension") if voyage else
+                         (reqs[0].get("outputDimensionality") if gemini and reqs else None))
+                cut = int(asked) if asked and action is None else None
                 if self.path == "/embed":
                     self._send(200, vectors(texts, dimension))
+                    return
+                if gemini:
+                    self._send(200, {"embeddings": [{"values": v[:cut] if cut else v}
+                                                    for v in vectors(texts, dimension)]})
+                    return
+                if voyage:
+                    data = [{"object": "embedding", "index": i, "embedding": v[:cut] if cut else v}
+                            for i, v in enumerate(vectors(texts, dimension))]
+                    self._send(200, {"object": "list", "data": data[::-1],
+                                     "model": body.get("model"),
+                                     "usage": {"total_tokens": tokens(texts)}})
                     return
                 data = [{"object": "embedding", "index": i, "embedding": v}
                         for i, v in enumerate(vectors(texts, dimension))]

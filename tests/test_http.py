@@ -265,7 +265,7 @@ async def test_every_tool_works_with_the_token(
     assert (await call("update_memory", {"zk_id": a["zk_id"], "new_content": "Use uvloop, v2"}))[
         "note"
     ]["content"] == "Use uvloop, v2"
-    hits = await call("search_memory", {"query": "uvloop", "project": p})
+    hits = await call("search_memory", {"query": "uvloop", "project": p, "top_k": 5})
     assert {h["zk_id"] for h in hits["results"]} >= {a["zk_id"], b["zk_id"]}
     await call("get_related", {"zk_id": b["zk_id"]})
     assert (await call("verify_note", {"zk_id": b["zk_id"]}))["citations"] == []  # cites none

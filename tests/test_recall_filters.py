@@ -86,14 +86,15 @@ async def test_each_filter_alone(brain: Brain, client, notes) -> None:  # noqa: 
     exact = "redis cache eviction policy is allkeys-lru"
     everything = (
         await client.call_tool("search_memory", {"query": exact, "project": "shop",
-                                                 "detail": "full"})
+                                                 "detail": "full", "top_k": 5})
     ).data["results"]
     sims = sorted((h["similarity"] for h in everything), reverse=True)
     assert everything[0]["zk_id"] == n["old_decision"] and sims[0] > sims[1]
     floor = (sims[0] + sims[1]) / 2
     strong = (
         await client.call_tool(
-            "search_memory", {"query": exact, "project": "shop", "confidence_min": floor}
+            "search_memory", {"query": exact, "project": "shop", "confidence_min": floor,
+                              "top_k": 5}
         )
     ).data["results"]
     assert [h["zk_id"] for h in strong] == [n["old_decision"]]

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any, get_args, get_origin
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pydantic import BaseModel, SecretStr  # noqa: E402
+from pydantic_core import PydanticUndefined  # noqa: E402
 
 from config import ENV_PREFIX, LEGACY_ALIASES, Settings, _default_workers  # noqa: E402
 
@@ -29,10 +31,14 @@ def iter_settings_table() -> list[tuple[str, str, str]]:
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             for sub, subfield in ann.model_fields.items():
                 env = f"{ENV_PREFIX}{name.upper()}__{sub.upper()}"
-                default = subfield.default
-                if isinstance(default, SecretStr):  # a secret's default is empty: show it so
-                    default = default.get_secret_value()
-                rows.append((env, repr(default), subfield.description or ""))
+                entry = _entry_model(subfield.annotation)
+                if entry is not None:  # a registry (dict of entries): one row per entry field
+                    for n, (key, keyfield) in enumerate(entry.model_fields.items()):
+                        about = f"{subfield.description}. " if n == 0 else ""
+                        rows.append((f"{env}__<ID>__{key.upper()}", _default(keyfield),
+                                     f"{about}{sub} entry: {keyfield.description or ''}"))
+                    continue
+                rows.append((env, _default(subfield), subfield.description or ""))
         elif name == "workers":
             for wname in _default_workers():
                 for sub in ("ENABLED", "INTERVAL_S"):
@@ -41,6 +47,23 @@ def iter_settings_table() -> list[tuple[str, str, str]]:
         else:
             rows.append((f"{ENV_PREFIX}{name.upper()}", str(field.default), field.description or ""))
     return rows
+
+
+def _default(field: Any) -> str:
+    if field.default_factory is not None:
+        return repr(field.default_factory())
+    default = field.default
+    if isinstance(default, SecretStr):  # a secret's default is empty: show it so
+        default = default.get_secret_value()
+    return "" if default is PydanticUndefined else repr(default)
+
+
+def _entry_model(annotation: Any) -> type[BaseModel] | None:
+    """The entry model of a ``dict[str, Model]`` setting (an endpoint registry), else None."""
+    if get_origin(annotation) is not dict:
+        return None
+    value = get_args(annotation)[1]
+    return value if isinstance(value, type) and issubclass(value, BaseModel) else None
 
 
 def render_env_example() -> str:

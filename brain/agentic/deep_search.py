@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from brain.embed_credential import query_vector
 from brain.errors import InvalidArgument
 from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.memory import MemoryService, RecallFilter, check_top_k
@@ -62,7 +63,9 @@ def deep_search(
     flt = memory.build_filter(rf)
     decay = memory.cfg.related_decay
     found: dict[str, _Found] = {}
-    qvec = memory.embedder.embed_query(query)
+    # None while the embedding credential is unusable: every hop ranks by keywords alone.
+    vec = query_vector(memory.embedder, query)
+    qvec = np.asarray(vec, dtype=np.float32) if vec is not None else None
     search_vec, search_query = qvec, query
     per_hop: list[dict[str, Any]] = []
     frontier: list[str] = []
@@ -102,7 +105,8 @@ def deep_search(
             break
         titles = " ".join(p.get("title", "") for p, _, _ in hits)
         search_query = f"{query}\n{titles}"[: len(query) + _TITLE_CHARS]
-        search_vec = _feedback(memory, qvec, [pid for _, _, pid in hits])
+        search_vec = _feedback(memory, qvec, [pid for _, _, pid in hits]) if qvec is not None \
+            else None
     # Ties keep the order notes were found in (sorted is stable), not their random ids.
     ranked = sorted(found.values(), key=lambda f: (-f.score, f.hop))[:top_k]
     memory.stamp_access([f.payload["zk_id"] for f in ranked])
@@ -122,14 +126,15 @@ def deep_search(
 
 def _search(
     memory: MemoryService,
-    qvec: np.ndarray,
+    qvec: np.ndarray | None,
     query: str,
     flt: Any,
     top_k: int,
     confidence_min: float | None,
 ) -> list[tuple[dict[str, Any], float, str]]:
     """(payload, fused score, point id) of the hits of one hybrid search."""
-    cands = memory.recall(qvec.tolist(), query, flt, top_k, confidence_min)
+    cands = memory.recall(qvec.tolist() if qvec is not None else None, query, flt, top_k,
+                          confidence_min)
     return [(c.payload, c.score, c.id) for c in cands]
 
 

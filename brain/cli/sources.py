@@ -27,6 +27,7 @@ def _add(args: argparse.Namespace) -> int:
             args.max_scan_files,
             args.interval_s,
             sync=False,
+            pinned=args.pinned,
         )
         print_json(res["source"])
     return 0
@@ -49,6 +50,7 @@ def _update(args: argparse.Namespace) -> int:
             "include",
             "max_scan_files",
             "interval_s",
+            "pinned",
         )
         if getattr(args, k) is not None
     }
@@ -168,6 +170,9 @@ def _source_args(p: argparse.ArgumentParser, adding: bool) -> None:
     p.add_argument("--include", action="append", default=None, help="gitignore pattern (repeat)")
     p.add_argument("--max-scan-files", dest="max_scan_files", type=int, default=None)
     p.add_argument("--interval-s", dest="interval_s", type=float, default=None)
+    p.add_argument("--pinned", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep syncing under [sync] auto = packages-only (default: when it "
+                        "holds package content)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -33,6 +33,7 @@ import pathspec
 from brain import tenancy
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
+from brain.embed_credential import query_vector
 from brain.embedder import Embedder
 from brain.errors import FileNotFound, FileTooLarge, InvalidArgument
 from brain.files.retention import Keeper
@@ -329,12 +330,12 @@ class FilesService:
         similarity the caller asks for (a passage only BM25 found has none and is dropped)."""
         check_text(query, "query", MAX_QUERY_CHARS)
         self._check_search(limit, threshold)
-        qvec = self.embedder.embed_query(query)
+        qvec = query_vector(self.embedder, query)  # None: keywords alone (embed_credential.py)
         return self.search_with_vector(qvec, query, limit, file_name, threshold, project)
 
     def search_with_vector(
         self,
-        qvec: Sequence[float] | np.ndarray,
+        qvec: Sequence[float] | np.ndarray | None,
         query: str,
         limit: int = 10,
         file_name: str | None = None,
@@ -356,7 +357,7 @@ class FilesService:
             must.append(Match("project", project))
         flt = Filter(must=tuple(must))
         exact = self.store.count(flt) <= self.deps.exact_max_points
-        vec = [float(x) for x in qvec]
+        vec = [float(x) for x in qvec] if qvec is not None else None
         cands = rank(self.store, vec, self.deps.bm25.query(query), flt, limit, self.deps.policy,
                      exact=exact)
         if threshold is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,8 @@ class ModelSwitch:
         self.target: VectorStore | None = None  # the generation being built, while open
         self.previous: VectorStore | None = None  # the generation before the swap, while open
         self._lock = threading.RLock()  # one command at a time
+        # The embedding endpoint registry, so a command may name endpoint:<id>:<model>.
+        self.endpoints: Mapping[str, Any] = {}
         self.tracked: TrackedStore | None = None
 
     # ------------------------------------------------------------------ lifecycle

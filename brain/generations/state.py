@@ -197,3 +197,14 @@ class DirtyLog:
     def remove(self) -> None:
         with self._lock:
             self.path.unlink(missing_ok=True)
+
+
+def models_in_use(home: Path) -> dict[str, str]:
+    """The models the generations use, by role: the active one, and a live rebuild's target
+    (queued, running or paused)."""
+    state = load(home)
+    out = {"active model": state.active_model} if state.active_model else {}
+    rb = state.rebuild
+    if rb is not None and rb.status in ("queued", "running", "paused"):
+        out["rebuild target"] = rb.target.model
+    return out

@@ -26,7 +26,7 @@ def generation_collection(qdrant: QdrantSettings, generation: int) -> str:
 
 def target_of(embedding: EmbeddingSettings) -> Target:
     record = resolve_record(embedding.model, embedding.dimension, provider=embedding.provider,
-                            max_tokens=embedding.max_tokens)
+                            max_tokens=embedding.max_tokens, endpoints=embedding.endpoints)
     return Target(record.id, record.dimension, embedding.provider)
 
 
@@ -65,8 +65,9 @@ def build_switch(
         if embedder_factory is not None:
             return embedder_factory(target)
         record = resolve_record(target.model, target.dimension, provider=target.provider,
-                                max_tokens=embedding.max_tokens)
-        return build_embedder(record, embedding.batch_size, embedding.backend, endpoint)
+                                max_tokens=embedding.max_tokens, endpoints=embedding.endpoints)
+        return build_embedder(record, embedding.batch_size, embedding.backend, endpoint,
+                              embedding.endpoints)
 
     def pending_target() -> Target | None:
         model = pending()
@@ -84,7 +85,9 @@ def build_switch(
     cfg = SwitchConfig(batch=embedding.rebuild_batch, pause_s=embedding.rebuild_pause_s,
                        busy_share=embedding.rebuild_busy_share, pool_long_text=pool_long_text,
                        idle_batch=max(embedding.rebuild_batch, IDLE_BATCH))
-    return ModelSwitch(deps, cfg)
+    switch = ModelSwitch(deps, cfg)
+    switch.endpoints = embedding.endpoints
+    return switch
 
 
 COMMANDS = ("estimate", "switch", "status", "cancel", "resume", "rollback", "drop-previous",
@@ -100,7 +103,7 @@ def run_command(switch: ModelSwitch, name: str, model: str = "", dimension: int 
 
     target: Target | None = None
     if model:
-        record = resolve_record(model, dimension, provider=provider)
+        record = resolve_record(model, dimension, provider=provider, endpoints=switch.endpoints)
         target = Target(record.id, record.dimension, provider)
     if name == "estimate":
         return switch.estimate(target)

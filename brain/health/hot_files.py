@@ -74,8 +74,9 @@ class HotFiles:
                         path, source_id, project, self.threshold, self.window_s)
 
     def report(self, who: Identity | None, project: str | None = None) -> dict[str, Any]:
-        """Hot files (at or above the threshold) ``who`` may see, per project; ``who`` None:
-        every file (the process's own reports)."""
+        """Hot files (at or above the threshold) ``who`` may read, per project: the source
+        visible to ``who`` and the path outside another agent's agent-core subtree. ``who``
+        None: every file (the process's own reports)."""
         now = self._now()
         out: list[dict[str, Any]] = []
         tracked = 0
@@ -84,7 +85,10 @@ class HotFiles:
                 if project is not None and proj != project:
                     continue
                 for track in files.values():
-                    if who is not None and not tenancy.visible(track.owner, who):
+                    # Both read checks a search applies: the source's owner visibility and
+                    # the path policy (another agent's private agent-core/<agent>/ subtree).
+                    if who is not None and not (tenancy.visible(track.owner, who)
+                                                and tenancy.path_readable(track.path, who)):
                         continue
                     self._trim(track, now)
                     tracked += 1

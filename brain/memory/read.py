@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from brain import tenancy
+from brain.embed_credential import query_vector as query_vector_of
 from brain.errors import InvalidArgument
 from brain.limits import MAX_QUERY_CHARS
 from brain.memory import hype
@@ -34,7 +35,7 @@ def search(
     check_top_k(top_k)
     rf = rf or RecallFilter()
     flt = build_filter(m, rf)
-    qvec = query_vector if query_vector is not None else m.embedder.embed_query(query).tolist()
+    qvec = query_vector if query_vector is not None else query_vector_of(m.embedder, query)
     cands = recall(m, qvec, query, flt, top_k, rf.confidence_min)
     if stamp:
         m.stamp_access([c.payload["zk_id"] for c in cands])
@@ -43,21 +44,22 @@ def search(
 
 def recall(
     m: NoteCore,
-    qvec: Sequence[float],
+    qvec: Sequence[float] | None,
     query: str,
     flt: Filter,
     limit: int,
     confidence_min: float | None = None,
 ) -> list[Candidate]:
     """The fused (and reranked) candidates of one search, without those whose dense
-    similarity is below ``confidence_min`` (a hit the dense leg did not see has none)."""
+    similarity is below ``confidence_min`` (a hit the dense leg did not see has none).
+    ``qvec`` None: keywords (BM25) alone, the embedding credential being unusable."""
     cands = _retrieve(m, qvec, query, flt, limit)
     if confidence_min is None:
         return cands
     return [c for c in cands if c.similarity is not None and c.similarity >= confidence_min]
 
 
-def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
+def _retrieve(m: NoteCore, qvec: Sequence[float] | None, query: str, flt: Filter,
               limit: int) -> list[Candidate]:
     # Notes are searched through the index: the bench's "no exact search" ablation gave the
     # same recall, while exact search of a filtered scope cost ~8 ms more at 10k notes.
@@ -67,7 +69,7 @@ def _retrieve(m: NoteCore, qvec: Sequence[float], query: str, flt: Filter,
     extra = hype.parent_hits(m.store, qvec, flt, max(n, m.cfg.policy.candidates),
                              owner=tenancy.conditions(m.identity, siblings=True),
                              model=m.meta.model,
-                             fields=LEG_FIELDS) if m.has_hype() else []
+                             fields=LEG_FIELDS) if qvec is not None and m.has_hype() else []
     cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra)
     if reranker is not None and len(cands) > 1:
         scores = reranker.scores(query, [embed_text(c.payload) for c in cands])

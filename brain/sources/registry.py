@@ -82,6 +82,9 @@ class SourceRecord:
     user_id: str = ""
     agent_id: str = ""
     visibility: str = "shared"
+    # Always active: keeps syncing in the background under [sync] auto = "packages-only".
+    # None: pinned when the source holds package content (brain/sources/auto.py).
+    pinned: bool | None = None
     created: str = ""
     updated: str = ""
     config_hash: str = ""

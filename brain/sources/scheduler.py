@@ -2,7 +2,9 @@
 
 Every sync-shaped job goes through the one queue (see queue.py), whoever asked: a tool, the
 watcher of ``auto`` sources (debounced file changes) or the timer of ``interval`` sources.
-Jobs run for no caller: the local path policy applies to them.
+Jobs run for no caller: the local path policy applies to them. The platform-wide auto-sync
+mode (``[sync] auto``, brain/sources/auto.py) decides which sources the watcher, the timer and
+the catch-up at start may sync; manual jobs run in every mode.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from brain.clock import Clock, iso
 from brain.errors import Forbidden
 from brain.paths import LOCAL, PathPolicy
 from brain.search_policy import SearchPolicy
+from brain.sources import auto
 from brain.sources.arguments import parse_ts
 from brain.sources.filters import SourceFilter
 from brain.sources.indexer import SOURCE_KINDS, Indexer
 from brain.sources.queue import Job, SyncQueue
-from brain.sources.registry import Registry
+from brain.sources.registry import Registry, SourceRecord
 from brain.sources.watcher import SourceWatcher, Watched
 from brain.vector_store import Filter, Match, MatchAny, VectorStore
 
@@ -44,6 +47,7 @@ class SourcesConfig:
     grep_timeout_s: float
     exact_max_points: int  # [retrieval]: how fs_search ranks
     policy: SearchPolicy  # [retrieval]: the ranking every search shares
+    auto: str = "on"  # [sync] auto: on | off | packages-only
 
 
 class SyncScheduler:
@@ -69,6 +73,25 @@ class SyncScheduler:
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         self._started = False
+        self.auto_mode = auto.check_mode(cfg.auto)
+
+    def background_ok(self, rec: SourceRecord) -> bool:
+        """Whether the auto-sync mode lets background work sync ``rec`` now."""
+        return auto.background_ok(self.auto_mode, self.store, rec)
+
+    def set_auto_mode(self, mode: str) -> list[str]:
+        """Switch the auto-sync mode at run time; the ``auto`` sources it newly lets through
+        catch up with a sync (as at start). Returns their names."""
+        before = {r.id for r in self.registry.list() if self.background_ok(r)}
+        self.auto_mode = auto.check_mode(mode)
+        log.info("auto-sync mode is now %s", mode)
+        self.watcher.refresh()
+        caught = []
+        for rec in self.registry.list():
+            if rec.trigger == "auto" and rec.id not in before and self.background_ok(rec):
+                self.queue.submit(rec.id, rec.project, "sync", reason="auto mode")
+                caught.append(rec.name)
+        return caught
 
     def start(self) -> None:
         if self._started:
@@ -82,7 +105,7 @@ class SyncScheduler:
         for data in self.registry.unfinished_jobs():  # left by a stop or a crash
             self.queue.resume(data)
         for rec in self.registry.list():  # catch up with changes made while we were down
-            if rec.trigger == "auto":
+            if rec.trigger == "auto" and self.background_ok(rec):
                 self.queue.submit(rec.id, rec.project, "sync", reason="startup")
 
     def stop(self) -> None:
@@ -108,6 +131,9 @@ class SyncScheduler:
             log.warning("source %s not synced: %s", rec.name, exc.message)
             return {"skipped": exc.message}
         started = iso(self.clock.now())
+        # packages-only: a sync may find (or drop) the package content that pins the source.
+        repin = self.auto_mode == "packages-only" and rec.trigger == "auto" and rec.pinned is None
+        was_pinned = repin and auto.holds_packages(self.store, rec.id)
         paths = job.paths if job.kind == "targeted" else None
         mode = {"rescan": "rescan", "reembed": "reembed"}.get(job.kind, "sync")
         stats = self.indexer.run(rec, job, paths=paths, mode=mode, scope=job.scope)
@@ -124,6 +150,8 @@ class SyncScheduler:
                 "stats": result,
             },
         )
+        if repin and auto.holds_packages(self.store, rec.id) != was_pinned:
+            self.watcher.refresh()
         return result
 
     def _purge(self, source_id: str) -> dict[str, Any]:
@@ -138,12 +166,12 @@ class SyncScheduler:
         return [
             Watched(r.id, r.root, SourceFilter(Path(r.root), r.exclude, r.include, r.use_gitignore))
             for r in self.registry.list()
-            if r.trigger == "auto" and self.paths.source_ok(r.root, LOCAL)
+            if r.trigger == "auto" and self.paths.source_ok(r.root, LOCAL) and self.background_ok(r)
         ]
 
     def on_changes(self, source_id: str, rels: set[str], full: bool) -> None:
         rec = self.registry.find(source_id)
-        if rec is None or rec.trigger != "auto":
+        if rec is None or rec.trigger != "auto" or not self.background_ok(rec):
             return
         if full or len(rels) > _FULL_AFTER_PATHS:
             self.queue.submit(rec.id, rec.project, "sync", reason="watcher-reconcile")
@@ -156,7 +184,7 @@ class SyncScheduler:
         now = self.clock.now().timestamp()
         due = []
         for rec in self.registry.list():
-            if rec.trigger != "interval":
+            if rec.trigger != "interval" or not self.background_ok(rec):
                 continue
             interval = rec.interval_s or 3600.0
             last = parse_ts(rec.last_run.get("finished")) if rec.last_run else None

@@ -22,6 +22,7 @@ import pathspec
 
 from brain import tenancy
 from brain.bm25 import BM25Encoder
+from brain.embed_credential import query_vector
 from brain.embedder import Embedder
 from brain.errors import InvalidArgument
 from brain.identity import Identity
@@ -168,7 +169,7 @@ def semantic(deps: SearchDeps, scope: Scope, query: str, limit: int) -> list[dic
     if flt is None:
         return []
     exact = deps.store.count(flt) <= deps.exact_max_points
-    qvec = deps.embedder.embed_query(query).tolist()
+    qvec = query_vector(deps.embedder, query)  # None: keywords alone (embed_credential.py)
     # A glob too wide to list in the store filter is checked on each row: fetch more then.
     n = limit if scope.path_glob is None or flt is not base else limit * 3
     cands = rank(deps.store, qvec, deps.bm25.query(query), flt, n, deps.policy, exact=exact,

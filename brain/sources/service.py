@@ -18,11 +18,13 @@ from typing import Any, Protocol
 from brain import tenancy
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
+from brain.embed_credential import search_warnings
 from brain.embedder import Embedder
 from brain.errors import Conflict, Forbidden, InvalidArgument, PathOutsideSource, SourceNotFound
 from brain.identity import Identity
 from brain.limits import MAX_QUERY_CHARS, check_glob, check_patterns, check_tags, too_large
 from brain.paths import SETTING_HINT, PathPolicy, real_path
+from brain.presentation import search_page
 from brain.sources import search as fs
 from brain.sources import upkeep
 from brain.sources.arguments import check_fields, guard_home, parse_ts, rel_or_none
@@ -34,6 +36,8 @@ from brain.sources.scheduler import SourcesConfig, SyncScheduler
 from brain.sources.walker import resolve_in_source
 from brain.sources.watcher import SourceWatcher, Watched
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
+
+DEFAULT_LIMIT = 10  # fs_search rows without a limit
 
 __all__ = ["SourcesConfig", "SourcesDeps", "SourcesService", "start", "stop"]
 
@@ -118,6 +122,15 @@ class SourcesService:
         """The sources the watcher follows (tests check who is left out)."""
         return self.scheduler.watched()
 
+    @property
+    def auto_mode(self) -> str:
+        """The platform-wide auto-sync mode: on | off | packages-only (brain/sources/auto.py)."""
+        return self.scheduler.auto_mode
+
+    def set_auto_mode(self, mode: str) -> builtins.list[str]:
+        """Switch the auto-sync mode now (the process's own setting, not a caller's)."""
+        return self.scheduler.set_auto_mode(mode)
+
     def idle(self) -> bool:
         return self.queue.idle()
 
@@ -138,6 +151,7 @@ class SourcesService:
         use_gitignore: bool = True,
         sync: bool = True,
         visibility: str = tenancy.SHARED,
+        pinned: bool | None = None,
     ) -> dict[str, Any]:
         who, visibility = self.caller, tenancy.check_visibility(visibility)
         real = self.paths.source_root(path)  # Forbidden outside the caller's roots
@@ -177,6 +191,7 @@ class SourcesService:
             user_id=who.user_id,
             agent_id=who.agent_id,
             visibility=visibility,
+            pinned=None if pinned is None else bool(pinned),
         )
         self.registry.save(rec)
         if trigger == "auto":
@@ -216,6 +231,9 @@ class SourcesService:
             "interval_s": rec.interval_s if rec.trigger == "interval" else None,
             "use_gitignore": rec.use_gitignore,
             "visibility": rec.visibility,
+            "pinned": rec.pinned,
+            # Whether the watcher or the timer syncs it now, under [sync] auto (auto.py).
+            "background_sync": rec.trigger != "manual" and self.scheduler.background_ok(rec),
             "created": rec.created,
             "updated": rec.updated,
             "snapshot": rec.snapshot,
@@ -241,6 +259,7 @@ class SourcesService:
             "max_scan_files",
             "interval_s",
             "use_gitignore",
+            "pinned",
         }
         bad = set(changes) - allowed
         if bad:
@@ -406,10 +425,13 @@ class SourcesService:
         created_before: str | None = None,
         modified_after: str | None = None,
         modified_before: str | None = None,
-        limit: int = 10,
+        limit: int | None = None,
         fixed: bool = False,
         case_insensitive: bool = False,
     ) -> dict[str, Any]:
+        """``limit`` None: up to 10 rows, and a clear single semantic answer alone (the
+        relevance band, brain/presentation.py); given: that many rows."""
+        explicit, limit = limit is not None, DEFAULT_LIMIT if limit is None else limit
         if search_mode not in fs.MODES:
             raise InvalidArgument(f"search_mode must be one of {list(fs.MODES)}.")
         if not 1 <= limit <= 200:
@@ -436,7 +458,11 @@ class SourcesService:
         deps = self._deps()
         extra: dict[str, Any] = {}
         if search_mode == "semantic":
-            results = fs.semantic(deps, scope, query, limit)
+            page: dict[str, Any] = {**base, "results": fs.semantic(deps, scope, query, limit)}
+            page["count"] = len(page["results"])
+            band = deps.policy.relevance_band
+            return page if band is None else search_page(
+                page, band, explicit=explicit, warnings=search_warnings(deps.embedder))
         elif search_mode == "filter":
             results = fs.filter_mode(deps, scope, query, limit)
         else:

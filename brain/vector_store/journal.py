@@ -185,6 +185,10 @@ class Probe:
         self.last_checked_at: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # The start's checks of a reachable server (brain/vector_store/server_checks.py):
+        # its version against the client's, and the watch of its optimizer runs.
+        self.server: dict[str, Any] = {}
+        self.watch: Any = None
 
     def run_once(self) -> bool:
         try:
@@ -211,15 +215,20 @@ class Probe:
 
         self._thread = threading.Thread(target=loop, name="qdrant-probe", daemon=True)
         self._thread.start()
+        if self.watch is not None:
+            self.watch.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self.watch is not None:
+            self.watch.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
     def state(self, backend: str) -> dict[str, Any]:
         return {"backend": backend, "degraded": self.degraded,
-                "qdrant_reachable": self.reachable, "last_checked_at": self.last_checked_at}
+                "qdrant_reachable": self.reachable, "last_checked_at": self.last_checked_at,
+                **self.server}
 
     @staticmethod
     def state_of(probe: Probe | None, backend: str) -> dict[str, Any]:

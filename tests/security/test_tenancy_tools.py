@@ -54,7 +54,10 @@ PRIVATE = {
     "doc_private": "amkdocprivate",
     "src_private": "amksrcprivate",
 }
-ALL_WORDS = " ".join([*SHARED.values(), *PRIVATE.values()])
+# A file under a1's private agent-core/a1/ subtree of the SHARED source: the path read
+# policy (brain/tenancy.py), not the source's visibility, keeps it from the sibling.
+CORE = {"src_core_path": "amkcorehot"}
+ALL_WORDS = " ".join([*SHARED.values(), *PRIVATE.values(), *CORE.values()])
 
 
 class ActAs(Middleware):
@@ -101,6 +104,9 @@ async def world(brain: Brain, tmp_path: Path) -> AsyncIterator[World]:
     # The scheduled GC (the janitor, acting for everyone) would collect alice's orphans once
     # the clock jumps 100 days; these tests are about what callers reach.
     brain.settings.workers["health_gc"] = WorkerSettings(enabled=False)
+    # Every synced file is hot, and stays hot past the 100-day clock jump below, so
+    # health_hot_files has something of alice's to show (or to leak).
+    brain.hot_files.threshold, brain.hot_files.window_s = 1, 200 * 86_400.0
     server = create_server(profile="full", brain=brain)
     caller = ActAs()
     server.add_middleware(caller)
@@ -154,6 +160,8 @@ async def _populate(w: World) -> None:
         word = {**SHARED, **PRIVATE}.get(key, "amksrcgone")
         root = w.tmp / key
         _write(root / "notes.md", f"# {word}\n\n{word} deployment notes.\n")
+        if key == "src_shared":
+            _write(root / "agent-core" / "a1" / "amkcorehot.md", "a1's own core notes\n")
         added = await _ok(w, "add_source", path=str(root), name=f"{word}-src", trigger="manual",
                           visibility=vis)
         ids[key] = added["source"]["id"]
@@ -341,7 +349,7 @@ async def _run_all(w: World, who: Identity, aimed: dict[str, list[dict[str, Any]
 async def test_another_user_sees_and_changes_nothing_through_any_tool(world: World) -> None:
     w, ids = world, world.ids
     before = _snapshot(w.brain)
-    forbidden = {**SHARED, **PRIVATE, **{f"id {k}": v for k, v in ids.items()}}
+    forbidden = {**SHARED, **PRIVATE, **CORE, **{f"id {k}": v for k, v in ids.items()}}
     aimed = _aimed(ids, ids["note_shared_perm"], ids["note_shared_fleet"], ids["doc_shared"],
                    ids["src_shared"], ids["job_src_shared"], w.bob_dir, "general")
     problems = await _run_all(w, BOB, aimed, forbidden)
@@ -368,7 +376,7 @@ async def test_another_user_sees_and_changes_nothing_through_any_tool(world: Wor
 async def test_a_sibling_agent_never_reaches_private_data(world: World) -> None:
     w, ids = world, world.ids
     before = _snapshot(w.brain, stamps=False)
-    forbidden = {**PRIVATE, **{f"id {k}": ids[k] for k in PRIVATE}}
+    forbidden = {**PRIVATE, **CORE, **{f"id {k}": ids[k] for k in PRIVATE}}
     # Aimed at a1's private objects; the session goes to another project, since a1's
     # handoff in "general" is shared with its sibling by design.
     aimed = _aimed(ids, ids["note_private_perm"], ids["note_private_fleet"],
@@ -402,6 +410,11 @@ async def test_a_sibling_agent_never_reaches_private_data(world: World) -> None:
     ])
     for word in ("amkshfleet", "amkdocshared", "amksrcshared"):
         assert word in shown, word
+    # Hot files: the shared source's files, without a1's agent-core path.
+    ok, text = await w.call(SIBLING, "health_hot_files", {})
+    hot = json.loads(text)["hot_files"]
+    assert ok and {(h["source_id"], h["path"]) for h in hot} >= {(ids["src_shared"], "notes.md")}
+    assert not [h for h in hot if "agent-core" in h["path"]], hot
     w.brain.sources.wait_idle(30)
     assert _snapshot(w.brain, stamps=False) == before
 
@@ -425,6 +438,8 @@ async def _alice_sees_her_own(w: World) -> None:
         assert word in seen, f"alice does not see her own {what}"
     ok, text = await w.call(ALICE, "verify_note", {"zk_id": w.ids["cited"]})
     assert ok and '"state":"changed"' in text.replace(" ", ""), text
+    ok, text = await w.call(ALICE, "health_hot_files", {})
+    assert ok and "agent-core/a1/amkcorehot.md" in text
     ok, text = await w.call(ALICE, "get_file", {"file_id": w.ids["doc_private"]})
     assert ok and "amkdocprivate" in text
     ok, _ = await w.call(ALICE, "sync_status", {"job_id": w.ids["job_src_shared"]})
