@@ -480,6 +480,7 @@ class Brain:
         return Records(
             source_ids={r.id for r in registry.list()},
             source_files=lambda sid: set(registry.file_states(sid)),
+            states_complete=lambda sid: bool((rec := registry.find(sid)) and rec.state_complete),
             file_ids={str(r["id"]) for r in self.files.records.list()},
             graph_nodes=self.graph.node_ids(),
             model=self.meta.model,

@@ -340,3 +340,18 @@ async def test_mcp_gc_overlap_is_a_typed_error_and_dry_run_is_the_default(
     assert dry["dry_run"] and dry["count"] == 1 and dry["deleted"] == 0
     scan = (await client.call_tool("health_scan", {})).structured_content
     assert scan["findings"]["orphan_doc_chunks"]["sample"] == dry["ids"]
+
+
+def test_a_reset_source_has_no_orphans_until_its_next_sync(brain: Brain, tmp_path: Path) -> None:
+    """reset_state forgets what the last sync saw and "deletes no vector": the scan must not
+    call the source's points orphans meanwhile, or GC (the janitor too) would delete them."""
+    _source(brain, tmp_path / "src")
+    assert brain.health.scan(None)["ok"]
+    brain.sources.reset_state("src")
+    report = brain.health.scan(None)
+    assert report["ok"], report["findings"]
+    assert brain.health.gc(True, None)["count"] == 0
+    # a file really removed from the source is still found once the next sync completes
+    (tmp_path / "src" / "b.md").unlink()
+    job = brain.sources.sync("src", wait=True, timeout=60)
+    assert job["status"] == "done" and brain.health.scan(None)["ok"]

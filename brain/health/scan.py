@@ -72,6 +72,10 @@ class Records:
     file_ids: set[str]  # every uploaded document of the files table
     graph_nodes: set[str]  # the graph cache's note ids
     model: str  # the store's active embedding model
+    # Whether sources.db's file list of a source is whole. It is not while the states were
+    # reset (the next sync compares every file) or a first sync runs: a file point missing
+    # from an unfinished list is not an orphan, or GC would delete what the next sync keeps.
+    states_complete: Callable[[str], bool] = lambda sid: True
 
 
 @dataclass(slots=True)
@@ -183,7 +187,7 @@ def scan(
             gone = sid not in records.source_ids
             if kind == "file":
                 file_points.add((sid, path))
-                if gone or path not in source_files(sid):
+                if gone or (records.states_complete(sid) and path not in source_files(sid)):
                     f["orphan_files"].add(p.id, p.id, sample)
             elif gone:
                 f["orphan_chunks"].add(p.id, p.id, sample)
@@ -197,7 +201,8 @@ def scan(
             else:
                 questions.append((p.id, str(pl.get("parent_id", ""))))
     for pid, sid, path in chunks:  # a chunk of an orphan (or missing) file point goes with it
-        if (sid, path) not in file_points or path not in source_files(sid):
+        if (sid, path) not in file_points or (records.states_complete(sid)
+                                              and path not in source_files(sid)):
             f["orphan_chunks"].add(pid, pid, sample)
     _questions(store, questions, live, known_zk, res, sample)
     _links(store, notes, known_zk, note_pid, res, sample)
