@@ -302,12 +302,6 @@ class LLMSettings(_Section):
     hard_model: str = Field("Qwen/Qwen3-30B-A3B-Instruct-2507", description="Hard model id")
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds")
     max_retries: int = Field(2, ge=0, le=10, description="Retries with backoff per request")
-    credential_retry_s: float = Field(
-        30.0, ge=0, le=3600,
-        description="A missing or rejected embedding key is read again (environment, .env, "
-                    "brain.toml) and tried this often, seconds; meanwhile searches answer from "
-                    "keywords (BM25) only",
-    )  # fmt: skip
     daily_token_cap: int = Field(0, ge=0, description="Tokens per UTC day; 0 = no cap")
     enrichment: bool = Field(
         True, description="Run LLM enrichment in the background when a model is configured"

@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         from webui.run import serve
 
         try:  # the Brain it opens loads [rerank] itself, refusing to start as below
-            serve(settings)
+            serve(settings, create_server)
         except Exception as exc:  # noqa: BLE001 - every start failure is the one-line error
             startup.refuse(settings.home, startup.brain_error_in(exc) or exc)
         return

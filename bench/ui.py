@@ -8,7 +8,7 @@ synthetic notes (bench/synthetic.py, 20 projects) through the product's bulk pat
 text (what BM25 ranks) is each note's own. ``--sample`` notes each get five links to random
 others through MemoryService.link (bulk imports skip auto-linking), so their note pages
 have links in and out. The bench waits until the index worker has brought the store to
-rest, then times the explorer's app (webui.app.create_app over the live Brain, logged in
+rest, then times the explorer's app (webui.site.create_app over the live Brain, logged in
 through a one-time link) in process through httpx's ASGI transport, so the figures are the
 server's: middleware, service calls in a worker thread under the caller identity,
 templates. Timed: the search page (notes, files and documents; every project), the search
@@ -88,8 +88,8 @@ async def measure(args: argparse.Namespace, log: Any) -> dict[str, Any]:
     from brain.bulk import BulkNote, bulk_add
     from brain.embedder import REGISTRY, build_embedder
     from brain.identity import Identity
-    from webui.app import create_app
     from webui.auth import Logins
+    from webui.site import create_app
 
     embedder = build_embedder(REGISTRY["sentence-transformers/all-MiniLM-L6-v2"])
     embedder.embed_query("warm up")

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 from starlette.testclient import TestClient
 
 from brain.identity import Identity
-from webui.app import HERE, create_app
+from webui.app import HERE
 from webui.auth import Logins
+from webui.site import create_app
 
 
 def test_a_brain_still_starting_is_a_503_not_a_crash(tmp_path: Path) -> None:

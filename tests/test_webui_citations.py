@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from brain.identity import Identity
 from brain.memory import MemoryService
-from webui.app import create_app
 from webui.auth import Logins
+from webui.site import create_app
 
 if "cites" not in inspect.signature(MemoryService.add).parameters:
     pytest.skip("this tree has no code citations (issue 33)", allow_module_level=True)

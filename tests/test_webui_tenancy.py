@@ -23,7 +23,7 @@ from brain import owner as own
 from brain.identity import Identity, acting_as
 from brain.limits import MAX_QUERY_CHARS
 from tests.webui_support import live_ui, make_brain, seed
-from webui.app import create_app
+from webui.site import create_app
 
 WORD = "hmkalice"
 ALICE, BOB = Identity("alice", "a1"), Identity("bob", "b1")

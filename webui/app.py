@@ -1,7 +1,7 @@
-"""The explorer's ASGI app: routes, the security layer every request passes, the runner.
-
-``create_app(state, logins)`` builds a Starlette app over ``state.brain`` (the owner's live
-Brain, the object the tools read: never a second store). Pages are in webui/pages.py, the
+"""What every page of the explorer shares: the security layer every request passes (Guard),
+the CSRF check of a form, and the runner (:class:`UI`). webui/site.py puts the pages and
+this layer together into the app over ``state.brain`` (the owner's live Brain, the object
+the tools read: never a second store). Pages are in webui/pages.py, the
 actions that change a note in webui/actions.py; both read through :meth:`UI.run`, which runs
 a service call the way a tool call runs (acting as the session's caller, in a worker thread,
 under the generation gate).
@@ -16,13 +16,9 @@ from typing import Any, TypeVar
 
 import anyio
 import jinja2
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount
-from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from brain.errors import BrainError, Conflict, FileNotFound, InvalidArgument, NoteNotFound
@@ -164,19 +160,4 @@ class Forbidden(BrainError):
 STATUS[Forbidden] = 403
 
 
-def create_app(state: Any, logins: Logins, *, hosts: Iterable[str] | None = None) -> Starlette:
-    """The explorer over ``state.brain``. ``hosts``: the Host names accepted (default the
-    loopback names; the port is not checked)."""
-    from webui import actions, pages
-
-    if hosts is None:
-        hosts = LOOPBACK_HOSTS
-    routes: list[BaseRoute] = [*pages.ROUTES, *actions.ROUTES,
-                               Mount("/static", StaticFiles(directory=str(HERE / "static")),
-                                     name="static")]
-    app = Starlette(routes=routes, middleware=[Middleware(Guard, hosts=hosts)])
-    app.state.ui = UI(state, logins)
-    return app
-
-
-__all__ = ["UI", "checked_form", "create_app", "cross_site", "ui_of"]
+__all__ = ["CSP", "HERE", "LOOPBACK_HOSTS", "UI", "Guard", "checked_form", "cross_site", "ui_of"]

@@ -49,7 +49,7 @@ class UIHost:
 
     async def start(self, tg: Any | None = None) -> None:
         """Serve the explorer on ``[ui] host:port`` (refused with UI_PORT_IN_USE)."""
-        from webui.app import create_app
+        from webui.site import create_app
 
         if self._uv is not None:
             return

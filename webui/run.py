@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -41,16 +42,17 @@ def _announce(data: dict[str, Any], note: str) -> None:
           flush=True)
 
 
-def serve(settings: Settings) -> int:
-    """Print the explorer's login URL; serve it here when no other process owns the data dir."""
+def serve(settings: Settings, create_server: Callable[[Settings], Any]) -> int:
+    """Print the explorer's login URL; serve it here when no other process owns the data dir.
+    ``create_server`` is mcp_server's, handed down by its ``--ui`` entry (so this module does
+    not import the tool layer that imports it)."""
     found = ask_owner(settings)
     if found is not None:
         _announce(found, f"served by the owner, pid {found['owner_pid']}")
         return 0
-    import mcp_server
     from mcp_surface import routing
 
-    server = mcp_server.create_server(settings)
+    server = create_server(settings)
     router = routing.router_of(server)
     assert router is not None  # a server built from settings always has one
     router.kind = router.endpoint.kind = "ui"
