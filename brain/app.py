@@ -50,7 +50,7 @@ from brain.memory import MemoryConfig, MemoryService
 from brain.mistakes import MistakeService
 from brain.paths import PathPolicy
 from brain.private import secure_home
-from brain.search_policy import SearchPolicy
+from brain.search_policy import Reranking, SearchPolicy
 from brain.session import SessionService
 from brain.snapshots import Snapshots
 from brain.sources.fsio import FsConfig, FsService
@@ -509,6 +509,7 @@ class Brain:
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
             relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
             relevance_band=self.settings.memory.relevance_band,
+            reranking=Reranking(self.settings.rerank.candidates),
         )  # fmt: skip
 
     def _memory_config(self) -> MemoryConfig:
@@ -524,7 +525,6 @@ class Brain:
             session_context=s.memory.session_context,
             graph_decay=s.retrieval.graph_decay,
             related_decay=s.retrieval.related_decay,
-            rerank_candidates=s.rerank.candidates,
             exact_max_points=s.retrieval.exact_max_points,
             user_id=s.identity.user_id, agent_id=s.identity.agent_id,
             half_life_days=s.decay.half_life_days,

@@ -1,5 +1,6 @@
-"""The one retrieval policy of every search: search_memory, search_files and fs_search
-(semantic) all rank through :func:`rank`, with the same :class:`SearchPolicy`.
+"""The one retrieval policy of every search: search_memory, deep_search, search_files and
+fs_search (semantic) all rank through :func:`rank`, with the same :class:`SearchPolicy`,
+reranker included.
 
 A policy is the ``[retrieval]`` settings app.py hands each service (config.py is the one
 place their defaults live): the fusion of the dense and BM25 legs (brain/retrieval.py),
@@ -17,7 +18,7 @@ drops nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from brain.retrieval import Candidate, hybrid
@@ -26,6 +27,17 @@ from brain.vector_store import Filter, Hit, SparseVector, VectorStore
 # A grouped search reads this many times the rows asked for, so a file whose chunks fill
 # the top still leaves room for other files.
 GROUP_OVERFETCH = 4
+
+
+class Reranking:
+    """The cross-encoder every search shares ([rerank]; brain/rerank.py): set when the brain
+    opens, None for the fused order. ``candidates``: how many fused candidates it reorders."""
+
+    __slots__ = ("candidates", "reranker")
+
+    def __init__(self, candidates: int = 30) -> None:
+        self.candidates = candidates
+        self.reranker: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +55,7 @@ class SearchPolicy:
     # [memory] relevance_band: a clear single answer comes alone (brain/presentation.py);
     # None: every hit is kept.
     relevance_band: float | None = None
+    reranking: Reranking = field(default_factory=Reranking, compare=False)
 
     def describe(self) -> str:
         return f"{self.fusion} fusion, relative floor {self.relative_floor:g}"
@@ -59,12 +72,19 @@ def rank(
     exact: bool = False,
     group: Callable[[dict[str, Any]], Any] | None = None,
     extra_dense: Sequence[Hit] = (),
+    query: str = "",
+    text: Callable[[dict[str, Any]], str] | None = None,
 ) -> list[Candidate]:
     """The best ``limit`` candidates for one query under ``policy``: the fused ranking of
     both legs, one per ``group`` key when given, without those under the relative floor.
     ``dense_vec`` None (the embedding credential is missing or rejected,
-    brain/embed_credential.py): the BM25 leg alone."""
-    n = limit * GROUP_OVERFETCH if group is not None else limit
+    brain/embed_credential.py): the BM25 leg alone. With a reranker (``policy.reranking``),
+    ``query`` and ``text`` (a candidate's text from its payload), the top
+    ``reranking.candidates`` are reordered by the reranker's scores; when it fails (an HTTP
+    reranker, None) the fused order stands."""
+    reranker = policy.reranking.reranker if query and text is not None else None
+    fetch = max(limit, policy.reranking.candidates) if reranker is not None else limit
+    n = fetch * GROUP_OVERFETCH if group is not None else fetch
     cands = hybrid(
         store, dense_vec if dense_vec is not None else (), sparse_vec, flt, n,
         candidates=max(policy.candidates, n),
@@ -82,7 +102,14 @@ def rank(
                 seen.add(key)
                 kept.append(c)
         cands = kept
-    return floor(cands, policy.relative_floor)[:limit]
+    cands = floor(cands, policy.relative_floor)[:fetch]
+    if reranker is not None and text is not None and len(cands) > 1:
+        scores = reranker.scores(query, [text(c.payload) for c in cands])
+        if scores is not None:
+            for c, score in zip(cands, scores, strict=True):
+                c.rerank = score
+            cands.sort(key=lambda c: (-(c.rerank or 0.0), c.id))
+    return cands[:limit]
 
 
 def floor(cands: list[Candidate], relative_floor: float) -> list[Candidate]:

@@ -217,3 +217,38 @@ def test_the_key_is_never_shown_and_a_url_without_http_is_refused() -> None:
         rerank.load(RerankSettings(enabled=True, provider="http"))
     with pytest.raises(ModelUnavailable, match="not an http"):
         rerank.load(RerankSettings(enabled=True, provider="http", url="file:///etc/passwd"))
+
+
+def test_every_search_is_reranked_by_the_one_policy(open_brain: Any, tmp_path: Any) -> None:
+    """search_files and fs_search (semantic) go through the same reranker as the notes."""
+    server = RerankServer(jina)
+    try:
+        b = open_brain(server.url())
+        words = "the deploy reaches the database"
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        folder = tmp_path / "proj"
+        folder.mkdir()
+        for i in range(4):
+            text = f"{words} step {i}. " + "More detail about it. " * (i * 3 + 1)
+            (docs / f"d{i}.md").write_text(text)
+            (folder / f"f{i}.md").write_text(text)
+        for i in range(4):
+            rec = b.files.ingest(str(docs / f"d{i}.md"), "p", "shared")
+            assert b.files.wait(rec["id"], 60)["status"] == "ready"
+        b.sources.add(str(folder), name="proj", project="p", sync=False)
+        assert b.sources.sync("proj", wait=True, timeout=60)["status"] == "done"
+        before = len(server.seen)
+        passages = b.files.search(QUERY, 10, None, None)
+        rows = b.sources.search(QUERY, "semantic", project="p", limit=10)["results"]
+        assert len(server.seen) == before + 2  # one rerank request per search
+        for hits in (passages, rows):
+            assert len(hits) == 4 and all("rerank_score" in h for h in hits)
+            assert [h["rerank_score"] for h in hits] == sorted(
+                (h["rerank_score"] for h in hits), reverse=True)
+        # the "model" scores by length: the longest file comes first
+        assert rows[0]["path"] == "f3.md" and passages[0]["file"] == "d3.md"
+        b.memory.reranker = None  # the same switch turns it off for every search
+        assert all("rerank_score" not in h for h in b.files.search(QUERY, 10, None, None))
+    finally:
+        server.close()

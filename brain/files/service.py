@@ -359,10 +359,11 @@ class FilesService:
         exact = self.store.count(flt) <= self.deps.exact_max_points
         vec = [float(x) for x in qvec] if qvec is not None else None
         cands = rank(self.store, vec, self.deps.bm25.query(query), flt, limit, self.deps.policy,
-                     exact=exact)
+                     exact=exact, query=query, text=_passage_text)
         if threshold is not None:
             cands = [c for c in cands if c.similarity is not None and c.similarity >= threshold]
-        return [{**_result(c.payload, c.score, c.similarity), "matched": matched_by(c)}
+        return [{**_result(c.payload, c.score, c.similarity), "matched": matched_by(c),
+                 **({"rerank_score": round(c.rerank, 6)} if c.rerank is not None else {})}
                 for c in cands]
 
     @staticmethod
@@ -407,6 +408,11 @@ def clamp_limit(limit: int) -> tuple[int, str | None]:
             f"at most {MAX_SEARCH_LIMIT} passages are returned"
         )
     return limit, None
+
+
+def _passage_text(payload: dict[str, Any]) -> str:
+    """What a reranker reads of a passage."""
+    return str(payload.get("content", ""))
 
 
 def _result(payload: dict[str, Any], score: float, similarity: float | None) -> dict[str, Any]:

@@ -52,7 +52,6 @@ class MemoryConfig:
     session_context: bool  # a note in an open session carries its predecessor as context
     graph_decay: float
     related_decay: float
-    rerank_candidates: int
     exact_max_points: int
     user_id: str
     agent_id: str
@@ -175,6 +174,16 @@ class NoteCore:
     """The collaborators and settings of the memory service, and what every part of it
     needs: who is calling, the time, one note by id, a note's vectors."""
 
+    @property
+    def reranker(self) -> AnyReranker | None:
+        """The reranker of every search (the policy's; set by Brain.open with [rerank])."""
+        reranker: AnyReranker | None = self.cfg.policy.reranking.reranker
+        return reranker
+
+    @reranker.setter
+    def reranker(self, value: AnyReranker | None) -> None:
+        self.cfg.policy.reranking.reranker = value
+
     def __init__(
         self,
         store: VectorStore,
@@ -192,7 +201,6 @@ class NoteCore:
         self.cfg = config
         self.clock = clock or Clock()
         self.bm25 = bm25 or BM25Encoder()
-        self.reranker: AnyReranker | None = None  # set by Brain.open when [rerank] is enabled
         self._write_lock = threading.RLock()
         self.stamps = AccessStamps()
         self.threads = SessionThreads()

@@ -63,20 +63,14 @@ def _retrieve(m: NoteCore, qvec: Sequence[float] | None, query: str, flt: Filter
               limit: int) -> list[Candidate]:
     # Notes are searched through the index: the bench's "no exact search" ablation gave the
     # same recall, while exact search of a filtered scope cost ~8 ms more at 10k notes.
-    reranker = m.reranker
-    n = max(limit, m.cfg.rerank_candidates) if reranker is not None else limit
+    n = max(limit, m.cfg.policy.reranking.candidates) if m.reranker is not None else limit
     # Notes matched through their hypothetical questions (HyPE), under the same filter.
     extra = hype.parent_hits(m.store, qvec, flt, max(n, m.cfg.policy.candidates),
                              owner=tenancy.conditions(m.identity, siblings=True),
                              model=m.meta.model,
                              fields=LEG_FIELDS) if qvec is not None and m.has_hype() else []
-    cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra)
-    if reranker is not None and len(cands) > 1:
-        scores = reranker.scores(query, [embed_text(c.payload) for c in cands])
-        if scores is not None:  # None: a rerank server failed; the fused order stands
-            for c, score in zip(cands, scores, strict=True):
-                c.rerank = score
-            cands.sort(key=lambda c: (-(c.rerank or 0.0), c.id))
+    cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra,
+                 query=query, text=embed_text)
     if m.citer is not None:  # cited code changed or gone: below an equal fresh note
         cands = m.citer.demote(cands)
     return cands[:limit]

@@ -173,17 +173,23 @@ def semantic(deps: SearchDeps, scope: Scope, query: str, limit: int) -> list[dic
     # A glob too wide to list in the store filter is checked on each row: fetch more then.
     n = limit if scope.path_glob is None or flt is not base else limit * 3
     cands = rank(deps.store, qvec, deps.bm25.query(query), flt, n, deps.policy, exact=exact,
-                 group=_file_key)
+                 group=_file_key, query=query, text=_chunk_text)
     names = {s.id: s.name for s in scope.sources}
     terms = _terms(query)
     out: list[dict[str, Any]] = []
     for c in cands:
         if not scope.glob_ok(str(c.payload.get("path"))):
             continue
-        out.append({**_result(c.payload, c.score, terms, names), "matched": matched_by(c)})
+        out.append({**_result(c.payload, c.score, terms, names), "matched": matched_by(c),
+                    **({"rerank_score": round(c.rerank, 6)} if c.rerank is not None else {})})
         if len(out) >= limit:
             break
     return out
+
+
+def _chunk_text(payload: dict[str, Any]) -> str:
+    """What a reranker reads of a file's row: the best chunk's text (a file point's own)."""
+    return str(payload.get("content", ""))
 
 
 def _file_key(payload: dict[str, Any]) -> tuple[str, str]:
