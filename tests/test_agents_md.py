@@ -176,3 +176,11 @@ def test_the_checks_can_fail() -> None:
     assert ENV.findall("set BRAIN__MCP__TOOLS=full") == ["MCP__TOOLS"]
     assert CALL.findall('see `health(action="scann")` and `nosuch_tool(x)`') == [
         ("health", "scann"), ("nosuch_tool", "")]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_relative_link_of_a_doc_resolves(doc: Path) -> None:
+    """README's front door points into docs/: a moved or renamed page fails here."""
+    links = re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", _text(doc))
+    missing = [link for link in links if not (doc.parent / link).exists()]
+    assert not missing, f"{doc.name} links to files that do not exist: {missing}"
