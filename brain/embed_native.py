@@ -21,7 +21,14 @@ from urllib.parse import quote
 
 import numpy as np
 
-from brain.embed_remote import RemoteEndpoint, http_failure, send, shown_endpoint
+from brain.embed_remote import (
+    RemoteEndpoint,
+    bearer,
+    embeddings_data,
+    http_failure,
+    send,
+    shown_endpoint,
+)
 from brain.encoding import ModelRecord
 from brain.errors import EmbeddingProviderFailed
 
@@ -76,14 +83,8 @@ class VoyageTransport:
                                    "truncation": True}
         if self.dimension:
             payload["output_dimension"] = self.dimension
-        key = self.ep.api_key.get_secret_value() if self.ep.send_key else ""
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        reply = send(self.url, payload, headers, limit_s, self.record, self.ep)
+        reply = send(self.url, payload, bearer(self.ep), limit_s, self.record, self.ep)
         try:
-            data = reply.json()
-            items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
-            tokens = (data.get("usage") or {}).get("total_tokens")
-            matrix = np.asarray([item["embedding"] for item in items], dtype=np.float32)
-            return matrix, int(tokens) if tokens else None
+            return embeddings_data(reply.json())
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise _malformed(self.ep, self.record, "Voyage", exc) from None

@@ -260,22 +260,32 @@ class OpenAITransport:
         payload: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions:
             payload["dimensions"] = self.dimensions
-        key = self.ep.api_key.get_secret_value() if self.ep.send_key else ""
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        reply = send(self.url, payload, headers, limit_s, self.record, self.ep)
+        reply = send(self.url, payload, bearer(self.ep), limit_s, self.record, self.ep)
         try:
-            data = reply.json()
-            items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
-            matrix = np.asarray([item["embedding"] for item in items], dtype=np.float32)
-            usage = data.get("usage") or {}
-            tokens = usage.get("prompt_tokens") or usage.get("total_tokens")
+            return embeddings_data(reply.json())
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise EmbeddingProviderFailed(
                 f"{shown_endpoint(self.ep.base_url)} sent a reply that is not an OpenAI "
                 f"embeddings response ({type(exc).__name__}); is BRAIN__EMBEDDING__BASE_URL the "
                 "server's /v1 URL?", model=self.record.id,
             ) from None
-        return matrix, int(tokens) if tokens else None
+
+
+def bearer(ep: RemoteEndpoint) -> dict[str, str]:
+    """The Authorization header of an endpoint that takes a bearer key (none without one)."""
+    key = ep.api_key.get_secret_value() if ep.send_key else ""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def embeddings_data(data: Any) -> tuple[np.ndarray, int | None]:
+    """The vectors (by index) and token count of an OpenAI-shaped ``{"data": [{index,
+    embedding}], "usage": {...}}`` reply (OpenAI, Ollama, Qwen, Voyage); KeyError, TypeError
+    or ValueError when it is not one."""
+    items = sorted(data["data"], key=lambda item: int(item.get("index", 0)))
+    matrix = np.asarray([item["embedding"] for item in items], dtype=np.float32)
+    usage = data.get("usage") or {}
+    tokens = usage.get("prompt_tokens") or usage.get("total_tokens")
+    return matrix, int(tokens) if tokens else None
 
 
 def send(url: str, payload: Any, headers: dict[str, str], limit_s: float, record: ModelRecord,
