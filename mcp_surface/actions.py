@@ -9,8 +9,8 @@ changes nothing and says how to fix it.
 
 from __future__ import annotations
 
-import functools
 import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,10 +19,19 @@ from mcp_surface.tool_errors import CodedToolError
 Uses = Mapping[str, frozenset[str]]
 
 
-@functools.cache
+# A tool's argument defaults, read once per tool function. Weak keys: every server builds
+# its own closures, and a cache holding them would keep every server a test made alive.
+_DEFAULTS: weakref.WeakKeyDictionary[Callable[..., Any], dict[str, Any]] = (
+    weakref.WeakKeyDictionary())
+
+
 def _defaults(fn: Callable[..., Any]) -> dict[str, Any]:
-    return {name: p.default for name, p in inspect.signature(fn).parameters.items()
+    found = _DEFAULTS.get(fn)
+    if found is None:
+        found = _DEFAULTS[fn] = {
+            name: p.default for name, p in inspect.signature(fn).parameters.items()
             if p.default is not inspect.Parameter.empty}
+    return found
 
 
 def uses(**actions: str) -> dict[str, frozenset[str]]:
