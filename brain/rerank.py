@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from brain.embed_http import RequestTimedOut, post_json
+from brain.embed_remote import shown_endpoint
 from brain.errors import ModelUnavailable
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class HttpReranker:
                 "BRAIN__RERANK__ENABLED=false")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ModelUnavailable(f"rerank.url {_shown(url)!r} is not an http(s) URL")
+            raise ModelUnavailable(f"rerank.url {shown_endpoint(url)!r} is not an http(s) URL")
         self.url, self.model, self.timeout_s, self.max_chars = url, model, timeout_s, max_chars
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._lock = threading.Lock()
@@ -134,11 +135,11 @@ class HttpReranker:
             self.failures += 1
             repeated, self.last_error = reason == self.last_error, reason
         if not repeated:
-            log.warning("rerank server %s: %s; the fused order is kept", _shown(self.url), reason)
+            log.warning("rerank server %s: %s; the fused order is kept", shown_endpoint(self.url), reason)
 
     def status(self) -> dict[str, Any]:
         with self._lock:
-            return {"enabled": True, "provider": "http", "url": _shown(self.url),
+            return {"enabled": True, "provider": "http", "url": shown_endpoint(self.url),
                     "model": self.model, "calls": self.calls, "failures": self.failures,
                     "last_error": self.last_error, "last_ms": self.last_ms,
                     "on_failure": "fused order"}
@@ -175,19 +176,13 @@ def parse_scores(data: Any, n: int) -> list[float]:
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, RequestTimedOut):
-        return str(exc)
+    """Why a rerank request failed, in words for the log and brain_stats (never the key: it
+    is only in the request's header)."""
     if isinstance(exc, json.JSONDecodeError):
         return "the answer is not JSON"
-    return f"{type(exc).__name__}: {exc}"[:300] if not isinstance(exc, (_Refused, ValueError)) \
-        else str(exc)[:300]
-
-
-def _shown(url: str) -> str:
-    """The URL without userinfo, query or fragment (where a key could hide)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+    if isinstance(exc, (_Refused, RequestTimedOut, ValueError)):
+        return str(exc)[:300]
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 AnyReranker = Reranker | HttpReranker
