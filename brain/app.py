@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from brain import embed_endpoints, generations, integrity, report, rerank
+from brain import embed_endpoints, fusion_adapt, generations, integrity, report, rerank
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
@@ -509,6 +509,7 @@ class Brain:
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
             relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
             relevance_band=self.settings.memory.relevance_band,
+            adaptive=fusion_adapt.fitted() if r.adaptive_weight else None,
             reranking=Reranking(self.settings.rerank.candidates),
         )  # fmt: skip
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain.fusion_adapt import AdaptiveWeight, features
 from brain.notes import point_id
 from brain.vector_store import Filter, Hit, SparseVector, VectorStore
 
@@ -234,16 +235,42 @@ def hybrid(
     neighbour_weight: float = 0.0,
     extra_dense: Sequence[Hit] = (),
     lead_gap: float = 0.0,
+    adaptive: AdaptiveWeight | None = None,
 ) -> list[Candidate]:
     """``extra_dense``: more dense hits of the same points (a note found through one of its
     hypothetical questions, brain/memory/hype.py); a point in both legs keeps its best.
-    ``lead_gap``: see :func:`keyword_lead` (dbsf and weighted fusion; 0 = off)."""
+    ``lead_gap``: see :func:`keyword_lead` (dbsf and weighted fusion; 0 = off).
+    ``adaptive`` (dbsf): the dense weight chosen for this query from its two legs
+    (brain/fusion_adapt.py), ``dense_weight`` moved by it."""
     n = max(candidates, limit)
     dense = (store.query_dense(dense_vec, flt, n, exact=exact, fields=LEG_FIELDS)
              if method != "bm25" else [])
     if extra_dense and method != "bm25":
         dense = _merge_dense(dense, extra_dense)
     sparse = store.query_sparse(sparse_vec, flt, n, fields=LEG_FIELDS) if method != "dense" else []
+    if adaptive is not None and method == "dbsf" and dense and sparse and dense_weight is not None:
+        dense_weight = adaptive.weight(features(dense, sparse, len(sparse_vec.indices)),
+                                       dense_weight)
+    fused = fuse_legs(dense, sparse, method, dense_weight=dense_weight, rrf_k=rrf_k,
+                      code_dense_weight=code_dense_weight, neighbour_weight=neighbour_weight,
+                      lead_gap=lead_gap)
+    return _with_payloads(store, fused[:limit])
+
+
+def fuse_legs(
+    dense: Sequence[Hit],
+    sparse: Sequence[Hit],
+    method: str,
+    *,
+    dense_weight: float | None = None,
+    rrf_k: int | None = None,
+    code_dense_weight: float | None = None,
+    neighbour_weight: float = 0.0,
+    lead_gap: float = 0.0,
+) -> list[Candidate]:
+    """The whole ranking of one query from its two legs, without the store: fusion, session
+    neighbours, the keyword lead. :func:`hybrid` calls it after reading the legs; the bench
+    that fits the adaptive weight (bench/fusion_fit.py) calls it on legs it has kept."""
     if method in ("dense", "bm25"):
         fused = fuse(dense, sparse, "weighted", 1.0 if method == "dense" else 0.0, rrf_k)
     else:
@@ -256,7 +283,7 @@ def hybrid(
         assert dense_weight is not None  # fuse has checked it
         weight = effective_dense_weight(fused, dense_weight, code_dense_weight)
         fused = keyword_lead(fused, sparse, lead_gap, weight)
-    return _with_payloads(store, fused[:limit])
+    return fused
 
 
 def _merge_dense(dense: Sequence[Hit], extra: Sequence[Hit]) -> list[Hit]:

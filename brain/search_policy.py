@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain.fusion_adapt import AdaptiveWeight
 from brain.retrieval import Candidate, hybrid
 from brain.vector_store import Filter, Hit, SparseVector, VectorStore
 
@@ -55,6 +56,9 @@ class SearchPolicy:
     # [memory] relevance_band: a clear single answer comes alone (brain/presentation.py);
     # None: every hit is kept.
     relevance_band: float | None = None
+    # [retrieval] adaptive_weight: the dense weight chosen per query from its legs
+    # (brain/fusion_adapt.py); None: dense_weight for every query.
+    adaptive: AdaptiveWeight | None = None
     reranking: Reranking = field(default_factory=Reranking, compare=False)
 
     def describe(self) -> str:
@@ -91,7 +95,7 @@ def rank(
         method=policy.fusion if dense_vec is not None else "bm25",
         dense_weight=policy.dense_weight, rrf_k=policy.rrf_k, exact=exact,
         code_dense_weight=policy.code_dense_weight, neighbour_weight=policy.neighbour_weight,
-        extra_dense=extra_dense, lead_gap=policy.keyword_lead,
+        extra_dense=extra_dense, lead_gap=policy.keyword_lead, adaptive=policy.adaptive,
     )  # fmt: skip
     if group is not None:
         seen: set[Any] = set()
