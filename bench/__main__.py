@@ -30,6 +30,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "dbsf, no code weight": {"code_dense_weight": 0.45},
     "dbsf, code weight 0.7": {"code_dense_weight": 0.7},
     "dbsf, code weight 0.9": {"code_dense_weight": 0.9},
+    "dbsf, fixed dense weight": {"adaptive_weight": False},
     "dbsf, no keyword lead": {"keyword_lead": 0.0},
     "dbsf, keyword lead 0.2": {"keyword_lead": 0.2},
     "deep_search, related links at 0.85": {"tool": "deep_search", "related_decay": 0.85},
@@ -53,6 +54,8 @@ DESCRIBE: dict[str, str] = {
     "dbsf, no code weight": "ablation: code candidates fused with the prose weight",
     "dbsf, code weight 0.7": "ablation: code_dense_weight 0.7 (default 0.8)",
     "dbsf, code weight 0.9": "ablation: code_dense_weight 0.9 (default 0.8)",
+    "dbsf, fixed dense weight": "ablation: dense_weight for every query (retrieval."
+    "adaptive_weight false; default: the weight each query's legs choose, brain/fusion_adapt.py)",
     "dbsf, no keyword lead": "ablation: without the keyword lead (retrieval.keyword_lead 0; "
     "default 0.05: BM25's decisive first hit ranks first)",
     "dbsf, keyword lead 0.2": "ablation: keyword lead only when BM25's first hit leads its "

@@ -100,6 +100,20 @@ def collect(store: str, level: str, data: str | None, log: Any = print) -> Level
     return Level(level, np.asarray(feats, float), np.asarray(ranks, int), np.asarray(names))
 
 
+def save_levels(path: Path, levels: list[Level]) -> None:
+    arrays: dict[str, np.ndarray] = {}
+    for lv in levels:
+        arrays |= {f"{lv.name}.feats": lv.feats, f"{lv.name}.ranks": lv.ranks,
+                   f"{lv.name}.splits": lv.splits}
+    np.savez(path, **arrays)  # type: ignore[arg-type]
+
+
+def load_levels(path: Path) -> list[Level]:
+    with np.load(path) as z:
+        names = dict.fromkeys(k.split(".")[0] for k in z.files)
+        return [Level(n, z[f"{n}.feats"], z[f"{n}.ranks"], z[f"{n}.splits"]) for n in names]
+
+
 def _scores(lv: Level, weights: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """any@k of the questions under ``mask``, each at its own weight (snapped to the grid)."""
     idx = np.clip(np.rint(weights / 0.025).astype(int), 0, len(GRID) - 1)
@@ -172,14 +186,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=None)
     ap.add_argument("--write", action="store_true", help="rewrite brain/fusion_fitted.py")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--levels", default=None,
+                    help="keep the collected legs' figures in this .npz and reuse them when it "
+                         "exists (refitting then takes seconds; delete it after a store change)")
+    ap.add_argument("--fit-on", default=None, choices=("turn", "session"),
+                    help="fit on one level's dev half only (default: both levels alike)")
     args = ap.parse_args(argv)
     from config import RetrievalSettings
 
     base = RetrievalSettings().dense_weight
-    levels = [collect(args.turn, "turn", args.data)]
-    if args.session:
-        levels.append(collect(args.session, "session", args.data))
-    p = fit(levels, base)
+    cache = Path(args.levels) if args.levels else None
+    if cache is not None and cache.is_file():
+        levels = load_levels(cache)
+    else:
+        levels = [collect(args.turn, "turn", args.data)]
+        if args.session:
+            levels.append(collect(args.session, "session", args.data))
+        if cache is not None:
+            save_levels(cache, levels)
+    p = fit([lv for lv in levels if args.fit_on in (None, lv.name)], base)
     figures = report(levels, base, p)
     for name, row in figures.items():
         print(f"{name} (n = {row['n']}): any@1/5/10 fixed {row['fixed']}  adaptive "
