@@ -170,9 +170,11 @@ def test_the_keyword_lead_is_on_in_the_policy_all_three_searches_share() -> None
     after fusion, so search_memory, search_files and fs_search all get it."""
     import inspect
 
-    from brain.retrieval import hybrid
+    from brain.retrieval import fuse_legs, hybrid
     from config import RetrievalSettings
 
     assert RetrievalSettings().keyword_lead == 0.05
-    assert "keyword_lead(" in inspect.getsource(hybrid)
+    assert "keyword_lead(" in inspect.getsource(fuse_legs)
+    assert "fuse_legs(" in inspect.getsource(hybrid)
     assert "lead_gap=policy.keyword_lead" in inspect.getsource(policy_mod.rank)
+    assert "adaptive=policy.adaptive" in inspect.getsource(policy_mod.rank)
