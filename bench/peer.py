@@ -434,6 +434,19 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def section(result: dict[str, Any]) -> list[str]:
+    """The report's section (bench/report.py): the table and the targets, or why not run."""
+    out = ["## Beside mcp-memory-service", ""]
+    if result.get("error"):
+        return [*out, f"Not run: {result['error']}", ""]
+    out += [f"{result['peer']} in its own venv, both servers over MCP stdio, {result['queries']}"
+            f" searches and {result['stores']} stores each, interleaved per {result['batch']} "
+            "calls (`python -m bench.peer`); ratios ours / theirs:", "", table(result), ""]
+    for r in result["scales"]:
+        out.append(f"- {r['notes']:,} notes: " + "; ".join(r["targets"]) + ".")
+    return [*out, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.peer", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
