@@ -234,7 +234,24 @@ def _hits(side: str, res: dict[str, Any]) -> int:
 
 # ---------------------------------------------------------------- one scale
 
-def fill_ours(home: Path, texts: list[str], embedder: Any) -> float:
+def cached_vectors(embedder: Any, n: int, cache_from: int) -> Any:
+    """The first ``n`` notes' vectors from bench/vector_cache.py when ``n >= cache_from`` and
+    the cache holds them (the same model and backend), else None (each side embeds)."""
+    from bench.vector_cache import VectorCache
+
+    if n < cache_from:
+        return None
+    cache = VectorCache.for_embedder(embedder)
+    if cache.done < n:
+        raise SystemExit(f"peer {n:,}: the vector cache {cache.data_path} holds {cache.done:,} "
+                         f"of {n:,} vectors; build it first (python -m bench.vector_cache {n}) "
+                         f"or raise --cache-from")
+    import numpy as np
+
+    return np.concatenate(list(cache.rows(n))).astype(np.float32)
+
+
+def fill_ours(home: Path, texts: list[str], embedder: Any, vectors: Any = None) -> float:
     """bulk_add the notes into a brain at ``home`` (project ``bench``); seconds taken."""
     from bench import open_brain
     from brain.bulk import BulkNote, bulk_add
@@ -242,13 +259,16 @@ def fill_ours(home: Path, texts: list[str], embedder: Any) -> float:
     brain = open_brain(home, embedder)
     try:
         t = time.perf_counter()
-        bulk_add(brain.memory, (BulkNote(x, project=PROJECT) for x in texts), batch=512)
+        bulk_add(brain.memory, (BulkNote(x, project=PROJECT,
+                                         vector=None if vectors is None else vectors[i])
+                                for i, x in enumerate(texts)), batch=512)
         return round(time.perf_counter() - t, 1)
     finally:
         brain.close()
 
 
-def fill_peer(py: Path, env: dict[str, str], texts: list[str], tmp: Path) -> dict[str, Any]:
+def fill_peer(py: Path, env: dict[str, str], texts: list[str], tmp: Path,
+              vectors: Any = None) -> dict[str, Any]:
     """The peer's store filled by bench/peer_fill.py in its own venv; what it reported."""
     import subprocess
 
@@ -258,9 +278,12 @@ def fill_peer(py: Path, env: dict[str, str], texts: list[str], tmp: Path) -> dic
             for x in items:
                 f.write(json.dumps({"kind": kind, "content": x}) + "\n")
     out = tmp / "peer-fill.json"
+    cmd = [str(py), "-I", str(ROOT / "bench" / "peer_fill.py"), str(feed), str(out)]
+    if vectors is not None:
+        vectors.tofile(tmp / "peer-vectors.f32")
+        cmd.append(str(tmp / "peer-vectors.f32"))
     proc = subprocess.run(
-        [str(py), "-I", str(ROOT / "bench" / "peer_fill.py"), str(feed), str(out)],
-        env=env, cwd=str(tmp), capture_output=True, text=True, timeout=4 * 3600)
+        cmd, env=env, cwd=str(tmp), capture_output=True, text=True, timeout=4 * 3600)
     if proc.returncode != 0 or not out.is_file():
         tail = " / ".join(proc.stderr.strip().splitlines()[-4:])
         raise RuntimeError(f"the peer's fill exited {proc.returncode}: {tail}")
@@ -316,17 +339,22 @@ async def timed(servers: dict[str, StdioServer], tool: dict[str, str],
     return out
 
 
-async def measure(n: int, py: Path, models: Path, embedder: Any, queries: int, stores: int,
-                  batch: int, log: Callable[[str], None], keep: bool = False) -> dict[str, Any]:
+async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.Namespace,
+                  log: Callable[[str], None]) -> dict[str, Any]:
+    queries, stores, batch = opts.queries, opts.stores, opts.batch
     tmp = Path(tempfile.mkdtemp(prefix=f"brain-peer-{n}-"))
     try:
         texts = synthetic_notes(n)
-        row: dict[str, Any] = {"notes": n}
+        vectors = cached_vectors(embedder, n, opts.cache_from)
+        row: dict[str, Any] = {"notes": n, "vectors": "embedded by each side" if vectors is None
+                               else "bench/vector_cache.py (same model; probes checked)"}
         ours_home, peer_home = tmp / "ours", tmp / "peer-home"
-        row["ours_fill_s"] = await asyncio.to_thread(fill_ours, ours_home, texts, embedder)
+        row["ours_fill_s"] = await asyncio.to_thread(fill_ours, ours_home, texts, embedder,
+                                                     vectors)
         log(f"peer {n:,}: ours filled in {row['ours_fill_s']} s (brain.bulk.bulk_add)")
         env_peer = peer_env(peer_home, models)
-        filled = await asyncio.to_thread(fill_peer, py, env_peer, texts, tmp)
+        filled = await asyncio.to_thread(fill_peer, py, env_peer, texts, tmp, vectors)
+        del vectors
         row["peer_fill"] = {k: filled[k] for k in ("stored", "refused", "first_error", "fill_s",
                                                    "embedder")}
         row["model_min_cosine"] = model_agreement(embedder, filled["probe_vectors"])
@@ -386,16 +414,32 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, queries: int, s
         log(f"peer {n:,}: {row['targets']}")
         return row
     finally:
-        if keep:
+        if opts.keep:
             log(f"peer {n:,}: kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-async def run(scales: list[int], queries: int = 200, stores: int = 100, batch: int = 10,
-              log: Callable[[str], None] = print, keep: bool = False) -> dict[str, Any]:
-    """Install (once) and compare at each scale; raises PeerUnavailable when the peer cannot
-    be installed here."""
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.peer", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scales", default="1000,10000", help="comma-separated note counts")
+    ap.add_argument("--queries", type=int, default=200, help="timed searches per server")
+    ap.add_argument("--stores", type=int, default=100, help="timed stores per server")
+    ap.add_argument("--batch", type=int, default=10, help="calls per side per interleaved turn")
+    ap.add_argument("--cache-from", type=int, default=50_000,
+                    help="from this many notes on, both fills take the notes' vectors from "
+                    "bench/vector_cache.py instead of embedding them (default 50000)")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dirs (to look at logs)")
+    return ap.parse_args(argv)
+
+
+async def run(scales: list[int], opts: argparse.Namespace | None = None,
+              log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Install (once) and compare at each scale (``opts``: options(), defaults when None);
+    raises PeerUnavailable when the peer cannot be installed here."""
+    opts = opts or options([])
     from brain.embedder import REGISTRY, build_embedder, bundled_model_path
 
     py = await asyncio.to_thread(ensure_venv, log)
@@ -408,11 +452,10 @@ async def run(scales: list[int], queries: int = 200, stores: int = 100, batch: i
                               "and the onnx backend are needed to give the peer our model")
     models = model_layout(Path(embedder.model_file), bundled)
     out: dict[str, Any] = {"peer": PEER_SPEC, "peer_python": str(py),
-                           "model_file": str(embedder.model_file), "queries": queries,
-                           "stores": stores, "batch": batch, "scales": []}
+                           "model_file": str(embedder.model_file), "queries": opts.queries,
+                           "stores": opts.stores, "batch": opts.batch, "scales": []}
     for n in scales:
-        out["scales"].append(await measure(n, py, models, embedder, queries, stores, batch,
-                                           log, keep))
+        out["scales"].append(await measure(n, py, models, embedder, opts, log))
     return out
 
 
@@ -448,21 +491,12 @@ def section(result: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.peer", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scales", default="1000,10000", help="comma-separated note counts")
-    ap.add_argument("--queries", type=int, default=200, help="timed searches per server")
-    ap.add_argument("--stores", type=int, default=100, help="timed stores per server")
-    ap.add_argument("--batch", type=int, default=10, help="calls per side per interleaved turn")
-    ap.add_argument("--json", default=None, help="also write the figures to this file")
-    ap.add_argument("--keep", action="store_true", help="keep the temp dirs (to look at logs)")
-    args = ap.parse_args(argv)
+    args = options(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     scales = [int(x) for x in args.scales.split(",") if x.strip()]
     try:
-        result = asyncio.run(run(scales, args.queries, args.stores, args.batch,
-                                 lambda m: print(m, flush=True), args.keep))
+        result = asyncio.run(run(scales, args, lambda m: print(m, flush=True)))
     except PeerUnavailable as exc:
         print(f"bench.peer: {exc}", file=sys.stderr)
         return 3
