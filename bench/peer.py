@@ -45,7 +45,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, percentiles
+from bench import ROOT, percentiles, rss_parts_mb
 from bench.owner import PROTOCOL
 from bench.peer_env import (
     PEER_SPEC,
@@ -217,6 +217,7 @@ def tree_memory(pid: int) -> dict[str, Any]:
         except (OSError, ValueError, IndexError):
             continue
     out["children_VmRSS"] = kids
+    out["largest_mappings_mb"] = rss_parts_mb(pid=pid, top=10).get("largest", {})
     return out
 
 
@@ -456,6 +457,8 @@ async def run(scales: list[int], opts: argparse.Namespace | None = None,
                            "stores": opts.stores, "batch": opts.batch, "scales": []}
     for n in scales:
         out["scales"].append(await measure(n, py, models, embedder, opts, log))
+        if opts.json:  # after each scale, so a long run leaves the scales it finished
+            Path(opts.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return out
 
 
@@ -503,8 +506,6 @@ def main(argv: list[str] | None = None) -> int:
     print(table(result))
     for r in result["scales"]:
         print(f"{r['notes']:,} notes: " + "; ".join(r["targets"]))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
