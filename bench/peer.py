@@ -269,15 +269,21 @@ def fill_ours(home: Path, texts: list[str], embedder: Any, vectors: Any = None) 
 
 
 def fill_peer(py: Path, env: dict[str, str], texts: list[str], tmp: Path,
-              vectors: Any = None) -> dict[str, Any]:
-    """The peer's store filled by bench/peer_fill.py in its own venv; what it reported."""
+              vectors: Any = None, age_days: float = 0.0) -> dict[str, Any]:
+    """The peer's store filled by bench/peer_fill.py in its own venv; what it reported.
+    ``age_days`` > 0 dates the notes that long ago (else: now, as the import runs)."""
     import subprocess
 
     feed = tmp / "peer-notes.jsonl"
+    born = time.time() - age_days * 86400
     with open(feed, "w", encoding="utf-8") as f:
-        for kind, items in (("note", texts), ("probe", list(PROBES))):
-            for x in items:
-                f.write(json.dumps({"kind": kind, "content": x}) + "\n")
+        for i, x in enumerate(texts):
+            row: dict[str, Any] = {"kind": "note", "content": x}
+            if age_days > 0:
+                row["created_at"] = born + i * 0.001
+            f.write(json.dumps(row) + "\n")
+        for x in PROBES:
+            f.write(json.dumps({"kind": "probe", "content": x}) + "\n")
     out = tmp / "peer-fill.json"
     cmd = [str(py), "-I", str(ROOT / "bench" / "peer_fill.py"), str(feed), str(out)]
     if vectors is not None:
@@ -354,7 +360,9 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.
                                                      vectors)
         log(f"peer {n:,}: ours filled in {row['ours_fill_s']} s (brain.bulk.bulk_add)")
         env_peer = peer_env(peer_home, models)
-        filled = await asyncio.to_thread(fill_peer, py, env_peer, texts, tmp, vectors)
+        filled = await asyncio.to_thread(fill_peer, py, env_peer, texts, tmp, vectors,
+                                         opts.peer_age_days)
+        row["peer_notes_age_days"] = opts.peer_age_days
         del vectors
         row["peer_fill"] = {k: filled[k] for k in ("stored", "refused", "first_error", "fill_s",
                                                    "embedder")}
@@ -431,6 +439,10 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cache-from", type=int, default=50_000,
                     help="from this many notes on, both fills take the notes' vectors from "
                     "bench/vector_cache.py instead of embedding them (default 50000)")
+    ap.add_argument("--peer-age-days", type=float, default=0.0,
+                    help="date the peer's filled notes this many days back (its store checks "
+                    "semantic duplicates among the last 24 h only; default 0: now, as an "
+                    "import leaves them, which is also how ours are dated)")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs (to look at logs)")
     return ap.parse_args(argv)

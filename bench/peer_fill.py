@@ -13,7 +13,7 @@ float32 rows, one per note, from bench/vector_cache.py: the same model's vectors
 probes check), the notes' vectors are taken from it instead of being embedded again, as the
 speed bench does for ours at scale; everything else store_batch does is unchanged. Only the
 standard library, numpy and mcp_memory_service are imported: this file never sees the
-project's packages.
+project's packages. A note row may carry ``created_at`` (epoch seconds): the note is dated so.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 BATCH = 256
 
 
-async def fill(notes: list[str], probes: list[str], vectors: Any = None) -> dict[str, Any]:
+async def fill(notes: list[str], probes: list[str], vectors: Any = None,
+               created: dict[int, float] | None = None) -> dict[str, Any]:
     from mcp_memory_service.config import SQLITE_VEC_PATH
     from mcp_memory_service.models.memory import Memory
     from mcp_memory_service.storage.factory import create_storage_instance
@@ -43,7 +44,8 @@ async def fill(notes: list[str], probes: list[str], vectors: Any = None) -> dict
     first_error = ""
     for start in range(0, len(notes), BATCH):
         chunk = [Memory(content=c, content_hash=generate_content_hash(c), tags=[],
-                        memory_type="note") for c in notes[start:start + BATCH]]
+                        memory_type="note", created_at=(created or {}).get(start + i))
+                 for i, c in enumerate(notes[start:start + BATCH])]
         if vectors is not None:
             rows = vectors[start:start + len(chunk)]
             model.encode = lambda texts, rows=rows, **_: rows
@@ -68,13 +70,15 @@ def main(argv: list[str]) -> int:
         return 2
     rows = [json.loads(line) for line in Path(argv[0]).read_text(encoding="utf-8").splitlines()]
     notes = [r["content"] for r in rows if r.get("kind") == "note"]
+    created = {i: r["created_at"] for i, r in enumerate(r for r in rows if r.get("kind") == "note")
+               if r.get("created_at") is not None}
     probes = [r["content"] for r in rows if r.get("kind") == "probe"]
     vectors = None
     if len(argv) == 3:
         import numpy as np
 
         vectors = np.fromfile(argv[2], dtype=np.float32).reshape(len(notes), -1)
-    result = asyncio.run(fill(notes, probes, vectors))
+    result = asyncio.run(fill(notes, probes, vectors, created))
     Path(argv[1]).write_text(json.dumps(result) + "\n", encoding="utf-8")
     return 0
 
