@@ -104,6 +104,8 @@ def ratios(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, float | None
         "store_p95": r(ours["store_ms"]["p95"], peer["store_ms"]["p95"]),
         "search_p50": r(ours["search_ms"]["p50"], peer["search_ms"]["p50"]),
         "search_p95": r(ours["search_ms"]["p95"], peer["search_ms"]["p95"]),
+        "search_cpu": r(ours.get("search_cpu_ms_per_call"), peer.get("search_cpu_ms_per_call")),
+        "store_cpu": r(ours.get("store_cpu_ms_per_call"), peer.get("store_cpu_ms_per_call")),
     }
 
 
@@ -335,14 +337,28 @@ async def wait_indexed(ours: StdioServer, log: Callable[[str], None]) -> dict[st
     return index
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, all its threads (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def timed(servers: dict[str, StdioServer], tool: dict[str, str],
-                args: dict[str, list[dict[str, Any]]], batch: int
+                args: dict[str, list[dict[str, Any]]], batch: int,
+                cpu: dict[str, float] | None = None
                 ) -> dict[str, list[tuple[float, dict[str, Any]]]]:
+    """Each side's calls, interleaved per ``batch``: (ms, result) lists. ``cpu`` gathers the
+    server processes' CPU seconds over their own batches (a cost the other processes on a
+    shared machine do not inflate, as they do wall time)."""
     n = len(args["ours"])
     out: dict[str, list[tuple[float, dict[str, Any]]]] = {"ours": [], "peer": []}
     for side, a, b in schedule(n, batch):
+        pid = servers[side].proc.pid
+        c0 = cpu_s(pid)
         for x in args[side][a:b]:
             out[side].append(await servers[side].call(tool[side], x))
+        if cpu is not None:
+            cpu[side] = cpu.get(side, 0.0) + cpu_s(pid) - c0
     return out
 
 
@@ -395,9 +411,12 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.
             await timed(servers, tool_s, warm_s, WARM_CALLS)
             await timed(servers, tool_a, {k: v[:WARM_CALLS] for k, v in add_args.items()},
                         WARM_CALLS)
-            searched = await timed(servers, tool_s, search_args, batch)
+            cpu_search: dict[str, float] = {}
+            cpu_store: dict[str, float] = {}
+            searched = await timed(servers, tool_s, search_args, batch, cpu_search)
             stored = await timed(servers, tool_a,
-                                 {k: v[WARM_CALLS:] for k, v in add_args.items()}, batch)
+                                 {k: v[WARM_CALLS:] for k, v in add_args.items()}, batch,
+                                 cpu_store)
             await asyncio.sleep(REST_S)
             for side, server in servers.items():
                 lat_s = [ms for ms, _ in searched[side]]
@@ -411,6 +430,10 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.
                     # refuses a note close to one it holds) is counted apart.
                     "store_ms": percentiles(lat_a),
                     "store_all_calls_ms": percentiles([ms for ms, _ in stored[side]]),
+                    # Server CPU per call (all its threads, background work included).
+                    "search_cpu_ms_per_call": round(1000 * cpu_search[side] / len(lat_s), 2),
+                    "store_cpu_ms_per_call": round(1000 * cpu_store[side]
+                                                   / len(stored[side]), 2),
                     "search_errors": sum(bool(r.get("isError")) for _, r in searched[side]),
                     "search_mean_hits": round(sum(hits) / len(hits), 2),
                     "store_refused": len(errors_a),
@@ -489,7 +512,19 @@ def table(result: dict[str, Any]) -> str:
             f"{p['store_ms']['p95']:.1f} | {o['search_ms']['p50']:.1f} / "
             f"{p['search_ms']['p50']:.1f} ({q['search_p50']:.2f}) | "
             f"{o['search_ms']['p95']:.1f} / {p['search_ms']['p95']:.1f} |")
-    return "\n".join(lines)
+    cpu = ["", "| notes | search CPU ms/call ours / theirs (ratio) | store CPU ms/call ours / "
+           "theirs (ratio) | stores refused ours / theirs | load average |", "|" + "---|" * 5]
+    for r in result["scales"]:
+        o, p, q = r["ours"], r["peer"], r["ratio"]
+        if "search_cpu_ms_per_call" not in o:
+            continue
+        cpu.append(
+            f"| {r['notes']:,} | {o['search_cpu_ms_per_call']:.1f} / "
+            f"{p['search_cpu_ms_per_call']:.1f} ({q['search_cpu']:.2f}) | "
+            f"{o['store_cpu_ms_per_call']:.1f} / {p['store_cpu_ms_per_call']:.1f} "
+            f"({q['store_cpu']:.2f}) | {o['store_refused']} / {p['store_refused']} | "
+            f"{r['load_average'][0]:.1f} |")
+    return "\n".join(lines + (cpu if len(cpu) > 3 else []))
 
 
 def section(result: dict[str, Any]) -> list[str]:
