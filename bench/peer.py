@@ -220,7 +220,43 @@ def tree_memory(pid: int) -> dict[str, Any]:
             continue
     out["children_VmRSS"] = kids
     out["largest_mappings_mb"] = rss_parts_mb(pid=pid, top=10).get("largest", {})
+    try:
+        out["rss_by_kind_mb"] = rss_by_kind(Path(f"/proc/{pid}/smaps").read_text("utf-8"))
+    except OSError:
+        pass
     return out
+
+
+def mapping_kind(name: str) -> str:
+    """What a mapping of /proc/PID/smaps holds: anonymous memory, shared libraries, the
+    model file, a part of a store (by the folder under its segment), or other files."""
+    if not name or name.startswith("["):
+        return "anonymous"
+    if ".so" in Path(name).name or name.endswith(".pyd"):
+        return "shared libraries"
+    if name.endswith(".onnx"):
+        return "model file"
+    parts = Path(name).parts
+    if "segments" in parts:
+        i = parts.index("segments")
+        return "store: " + (parts[i + 2] if len(parts) > i + 2 else "segment")
+    if "store" in parts or name.endswith((".db", ".db-wal", ".db-shm")):
+        return "store: other"
+    return "other files"
+
+
+def rss_by_kind(smaps: str) -> dict[str, float]:
+    """Resident MB of /proc/PID/smaps text by :func:`mapping_kind`, largest first."""
+    by: dict[str, int] = {}
+    name = ""
+    for line in smaps.splitlines():
+        head = line.split(None, 5)
+        if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+            name = head[5].strip() if len(head) == 6 else ""
+        elif line.startswith("Rss:"):
+            kind = mapping_kind(name)
+            by[kind] = by.get(kind, 0) + int(line.split()[1])
+    return {k: round(v / 1024, 1) for k, v in sorted(by.items(), key=lambda kv: -kv[1])}
 
 
 def _text(res: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.peer import distinct_queries, proc_memory, ratios, schedule, verdict
+from bench.peer import distinct_queries, proc_memory, ratios, rss_by_kind, schedule, verdict
 from bench.peer_env import model_layout, peer_env, peer_tokenizer, stamp_matches
 
 
@@ -90,3 +90,16 @@ def test_model_layout_is_what_the_peers_onnx_embedder_reads(tmp_path: Path) -> N
     assert env["MCP_MEMORY_ONNX_ALLOW_DOWNLOAD"] == "0"
     assert env["MCP_MEMORY_SQLITE_PATH"].startswith(str(tmp_path / "home"))
     assert not any(k.startswith("BRAIN__") for k in env)
+
+
+def test_rss_by_kind_groups_smaps_mappings() -> None:
+    smaps = "\n".join([
+        "55d0-55e0 rw-p 00000000 00:00 0          [heap]", "Rss:        2048 kB",
+        "7f00-7f10 r-xp 00000000 08:01 12 /venv/lib/onnxruntime/capi/x.cpython-311.so",
+        "Rss:        1024 kB",
+        "7f10-7f20 r--s 00000000 08:01 13 /tmp/h/store/c/segments/ab-cd/payload_index/f/page_0.dat",
+        "Rss:        4096 kB", "Size:        8192 kB",
+        "7f20-7f30 rw-p 00000000 00:00 0 ", "Rss:        1024 kB",
+    ])
+    assert rss_by_kind(smaps) == {"store: payload_index": 4.0, "anonymous": 3.0,
+                                  "shared libraries": 1.0}
