@@ -177,21 +177,21 @@ def rss_mb() -> float | None:
     return None
 
 
-def rss_parts_mb(home: Path | None = None, top: int = 8) -> dict[str, Any]:
-    """Where this process's RSS is: anonymous vs file-backed (/proc/self/status), and the
-    mappings holding most of it (/proc/self/smaps), files under ``home`` by their path there
-    with segment ids as ``*``. Empty where /proc is not there."""
+def rss_parts_mb(home: Path | None = None, top: int = 8, pid: int | str = "self") -> dict[str, Any]:
+    """Where a process's RSS is (this one unless ``pid``): anonymous vs file-backed
+    (/proc/PID/status), and the mappings holding most of it (/proc/PID/smaps), files under
+    ``home`` by their path there with segment ids as ``*``. Empty where /proc is not there."""
     import re
 
     out: dict[str, Any] = {}
     try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
             key, _, rest = line.partition(":")
             if key in ("RssAnon", "RssFile", "RssShmem"):
                 out[key] = round(int(rest.split()[0]) / 1024, 1)
         by: dict[str, int] = {}
         name = "[anon]"
-        for line in Path("/proc/self/smaps").read_text(encoding="utf-8").splitlines():
+        for line in Path(f"/proc/{pid}/smaps").read_text(encoding="utf-8").splitlines():
             head = line.split(None, 5)
             if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
                 name = head[5].strip() if len(head) == 6 else "[anon]"

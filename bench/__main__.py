@@ -109,7 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "health: integrity scan time at 100k notes; citations: stale-flag precision/recall "
         "over a replayed git history and the re-check cost at 10k notes; hype: HyPE plumbing "
         "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
-        "quantization: none vs int8)",
+        "quantization: none vs int8; peer: mcp-memory-service side by side at 1k and 10k "
+        "notes (bench/peer.py; installs it from PyPI into its own venv on first use))",
     )
     p.add_argument(
         "--merge",
@@ -239,6 +240,18 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("model switch: rebuild generation ...")
         results["rebuild"] = await asyncio.to_thread(rebuild.run, ctx.scratch, args.quick,
                                                      ctx.log)
+        checkpoint()
+    if "peer" in only:
+        from bench import peer
+        from bench.peer_env import PeerUnavailable
+
+        ctx.log("peer: mcp-memory-service side by side over MCP stdio ...")
+        try:
+            results["peer"] = await peer.run([1000] if args.quick else [1000, 10000],
+                                             log=ctx.log)
+        except PeerUnavailable as exc:
+            results["peer"] = {"error": str(exc)}
+            ctx.notes.append(f"peer comparison not run: {exc}")
         checkpoint()
     if "llm" in only:
         from bench.agentic import measure_add_latency

@@ -337,6 +337,10 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         ]
     if "hype" in results:
         parts += hype_section(results["hype"])
+    if "peer" in results:
+        from bench.peer import section as peer_section
+
+        parts += peer_section(results["peer"])
     if "surface" in results:
         from bench import surface
 
