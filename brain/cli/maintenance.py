@@ -40,6 +40,13 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lost(pid: int, exc: Exception) -> int:
+    print(f"brain: the server (pid {pid}) stopped answering during the import ({exc}); the "
+          "batches it wrote stay: run the import again with --on-conflict skip to finish it",
+          file=sys.stderr)
+    return 1
+
+
 def import_(args: argparse.Namespace) -> int:
     """While a server owns the data dir the import runs in it (its owner socket), batched
     like the bulk path, while it keeps serving; otherwise this command opens the data dir."""
@@ -51,7 +58,12 @@ def import_(args: argparse.Namespace) -> int:
         print(f"brain: importing through the running server (pid {owner[0].pid})",
               file=sys.stderr)
         body = {"path": path, "on_conflict": args.on_conflict}
-        print_json(ask_owner(owner, "/import", body, timeout_s=None))
+        import httpx
+
+        try:
+            print_json(ask_owner(owner, "/import", body, timeout_s=None))
+        except httpx.HTTPError as exc:  # the server died or was stopped meanwhile
+            return _lost(owner[0].pid, exc)
         return 0
     with open_brain(**_overrides(args)) as brain:
         print_json(brain.maintenance.import_jsonl(path, args.on_conflict, progress=True))
