@@ -115,6 +115,23 @@ def _ms99(p: dict[str, Any] | None) -> str:
     return f"{p['p50']:.1f} / {p.get('p99', p['p95']):.1f}"
 
 
+def _side_by_side(r: dict[str, Any], rst: dict[str, Any]) -> list[str]:
+    """The importing process's search p50 over the restarted server's on the same store (the
+    issue's target: within 1.2x), with the CPU time per call of each."""
+    out = []
+    for key, scope in (("search_all_ms", "all projects"), ("search_project_ms", "1 project")):
+        here, there = r.get(key) or {}, rst.get(key) or {}
+        if here.get("p50") and there.get("p50"):
+            cpu = ""
+            if "cpu_ms_per_call" in here and "cpu_ms_per_call" in there:
+                cpu = (f"; CPU per call {here['cpu_ms_per_call']} vs "
+                       f"{there['cpu_ms_per_call']} ms")
+            out.append(f"  - search_memory ({scope}) p50 in the importing process "
+                       f"{here['p50']:.1f} ms vs restarted {there['p50']:.1f} ms: "
+                       f"{here['p50'] / there['p50']:.2f}x{cpu}.")
+    return out
+
+
 def speed_section(data: dict[str, Any]) -> str:
     rows = []
     for r in data.get("scales", []):
@@ -180,6 +197,7 @@ def speed_section(data: dict[str, Any]) -> str:
                 f"{_ms(rst.get('deep_search_ms'))}, add_memory {_ms(rst.get('add_memory_ms'))}; "
                 f"RSS at rest {rst.get('rss_at_rest_mb')} MB."
             )
+            out.extend(_side_by_side(r, rst))
             mem = rst.get("rss_parts_mb") or {}
             if mem.get("largest"):
                 top = ", ".join(f"{k} {v}" for k, v in mem["largest"].items())

@@ -31,7 +31,13 @@ async def run(home: Path, queries: int,
               sections: dict[str, Any] | None = None) -> dict[str, Any]:
     from bench import call, mcp_client, percentiles, rss_mb, rss_parts_mb
     from bench.search_stages import stages
-    from bench.speed import PROJECTS, _time_tool, synthetic_notes, synthetic_queries
+    from bench.speed import (
+        PROJECTS,
+        _time_tool,
+        synthetic_notes,
+        synthetic_queries,
+        timed_searches,
+    )
     from brain.app import Brain
     from config import load_settings
 
@@ -47,12 +53,12 @@ async def run(home: Path, queries: int,
         async with mcp_client(brain) as client:
             await call(client, "search_memory", {"query": "warm up", "top_k": 10,
                                                  "all_projects": True})
-            out["search_all_ms"] = percentiles(await _time_tool(client, "search_memory", glob))
-            out["search_project_ms"] = percentiles(
-                await _time_tool(client, "search_memory", scoped))
+            out["search_all_ms"] = await timed_searches(client, glob)
+            out["search_project_ms"] = await timed_searches(client, scoped)
             out["deep_search_ms"] = percentiles(
                 await _time_tool(client, "deep_search", glob[: len(adds)]))
             out["add_memory_ms"] = percentiles(await _time_tool(client, "add_memory", adds))
+            out["index_after_timed"] = brain.index_maintenance.status()
         # Where a search's time goes (bench/search_stages.py), all projects and one.
         out["stages_all_projects"] = await stages(brain, glob[:100])
         out["stages_one_project"] = await stages(brain, scoped[:100])

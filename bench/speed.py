@@ -75,6 +75,17 @@ async def _time_tool(
     return out
 
 
+async def timed_searches(client: Any, argsets: list[dict[str, Any]],
+                         hits: list[int] | None = None) -> dict[str, Any]:
+    """search_memory latencies (ms p50/p95/p99) and the process's CPU time per call: on a
+    box other work shares, wall time says how long a caller waits, CPU time how much work a
+    call took (every thread of this process counted, background ones included)."""
+    cpu = time.process_time()
+    out: dict[str, Any] = percentiles(await _time_tool(client, "search_memory", argsets, hits))
+    out["cpu_ms_per_call"] = round((time.process_time() - cpu) * 1000 / max(1, len(argsets)), 2)
+    return out
+
+
 def _index(brain: Any) -> dict[str, Any]:
     """The index section of brain_stats (what a user sees)."""
     st = brain.index_maintenance.status()
@@ -202,12 +213,8 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                     f"{row['index_at_rest']}")
             n_all: list[int] = []
             n_one: list[int] = []
-            row["search_all_ms"] = percentiles(
-                await _time_tool(client, "search_memory", glob, n_all)
-            )
-            row["search_project_ms"] = percentiles(
-                await _time_tool(client, "search_memory", scoped, n_one)
-            )
+            row["search_all_ms"] = await timed_searches(client, glob, n_all)
+            row["search_project_ms"] = await timed_searches(client, scoped, n_one)
             row["mean_hits"] = {"all": sum(n_all) / len(n_all), "project": sum(n_one) / len(n_one)}
             if "deep_search" in names:
                 row["deep_search_ms"] = percentiles(await _time_tool(client, "deep_search", glob))
@@ -218,6 +225,8 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
                 for x in synthetic_notes(min(queries, 100), seed=99)
             ]
             row["add_memory_ms"] = percentiles(await _time_tool(client, "add_memory", adds))
+            # Did the timed calls start an index run (their writes and access stamps)?
+            row["index_after_timed"] = _index(brain)
             # What a server holding this store needs at rest (model, vectors, graph, caches);
             # the peak below also counts the bulk import and every scale run before it.
             row["rss_at_rest_mb"] = rss_mb()

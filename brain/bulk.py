@@ -9,7 +9,9 @@ indistinguishable from notes added one by one. Two differences, on purpose:
 - listeners are not called per note (the enrichment queue and mirrors are not fed); the
   caller gets the list of payloads and may emit what it needs.
 
-Used by the benchmarks at 10k / 100k notes, and usable as a ``brain import``-style bulk add.
+Used by the benchmarks at 10k / 100k notes, and by ``brain import`` (brain/maintenance.py),
+whose notes arrive with their payloads and ids: :func:`note_points` and :func:`write` are the
+batch steps both share (one embedding call and one upsert per batch of :data:`BATCH` notes).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from brain.memory import (
 )
 from brain.notes import new_zk_id, point_id
 from brain.vector_store import Point
+
+# Notes per embedding call and upsert, the bulk path's and the import's.
+BATCH = 512  # the speed bench's batch; the import ran 64 at a time before
 
 
 @dataclass(slots=True)
@@ -98,23 +103,40 @@ def _given_vector(memory: MemoryService, note: BulkNote, payload: dict[str, Any]
     return vec.tolist()
 
 
-def _dense(memory: MemoryService, notes: list[BulkNote], payloads: list[dict[str, Any]]
-           ) -> list[list[float]]:
-    """The dense vector of each note: the given one, else embedded here (one batch)."""
-    given = [_given_vector(memory, n, p) for n, p in zip(notes, payloads, strict=True)]
-    todo = [i for i, v in enumerate(given) if v is None]
+def note_points(
+    memory: MemoryService,
+    ids: Sequence[str],
+    payloads: Sequence[dict[str, Any]],
+    given: Sequence[list[float] | None] | None = None,
+    keyword_fn: Callable[[dict[str, Any]], str] = keyword_text,
+) -> list[Point]:
+    """The points of one batch of notes: each note's given dense vector, else embedded here
+    (the notes without one, in one call), and its BM25 vector."""
+    dense = list(given) if given is not None else [None] * len(payloads)
+    todo = [i for i, v in enumerate(dense) if v is None]
     if todo:
         fresh = memory.embed_notes([payloads[i] for i in todo])
         for row, i in enumerate(todo):
-            given[i] = fresh[row].tolist()
-    return [v for v in given if v is not None]
+            dense[i] = fresh[row].tolist()
+    return [Point(pid, p, dense[i], memory.bm25.document(keyword_fn(p)))
+            for i, (pid, p) in enumerate(zip(ids, payloads, strict=True))]
+
+
+def write(memory: MemoryService, points: Sequence[Point]) -> None:
+    """Upsert one batch of note points and their nodes in the link graph, under the
+    service's write lock (adds and updates made meanwhile wait for the batch, not the
+    import)."""
+    with memory._write_lock:
+        memory.store.upsert(list(points))
+        for pt in points:
+            memory.graph.upsert_node(pt.payload["zk_id"])
 
 
 def bulk_add(
     memory: MemoryService,
     notes: Iterable[BulkNote | str],
     *,
-    batch: int = 256,
+    batch: int = BATCH,
     project: str | None = None,
     keyword_fn: Callable[[dict[str, Any]], str] = keyword_text,
 ) -> BulkResult:
@@ -136,15 +158,9 @@ def bulk_add(
         now, ts = memory._now()
         payloads = [build_payload(memory, n, now, ts) for n in pending]
         _unique_ids(memory, payloads, seen)
-        dense = _dense(memory, pending, payloads)
-        points = [
-            Point(point_id(p["zk_id"]), p, dense[i], memory.bm25.document(keyword_fn(p)))
-            for i, p in enumerate(payloads)
-        ]
-        with memory._write_lock:
-            memory.store.upsert(points)
-            for p in payloads:
-                memory.graph.upsert_node(p["zk_id"])
+        given = [_given_vector(memory, n, p) for n, p in zip(pending, payloads, strict=True)]
+        write(memory, note_points(memory, [point_id(p["zk_id"]) for p in payloads], payloads,
+                                  given, keyword_fn))
         result.zk_ids.extend(p["zk_id"] for p in payloads)
         pending.clear()
 

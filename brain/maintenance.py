@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 
 from tqdm import tqdm
 
-from brain import portable
+from brain import bulk, portable
 from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso, parse_iso
 from brain.decay import DecayService
@@ -513,6 +513,7 @@ class MaintenanceService:
                 count=len(clashes),
             )
         skip = set(clashes) if on_conflict == "skip" else set()
+        replaced = set(clashes) if on_conflict == "replace" else set()
         imported = skipped = 0
         pending: list[tuple[str, dict[str, Any]]] = []
         with _bar(total, "import", progress) as bar:
@@ -530,10 +531,10 @@ class MaintenanceService:
                     imported += 1
                     continue
                 pending.append((pid, p))
-                if len(pending) >= BATCH:
-                    imported += self._import_batch(pending)
+                if len(pending) >= bulk.BATCH:
+                    imported += self._import_batch(pending, replaced)
                     pending = []
-            imported += self._import_batch(pending)
+            imported += self._import_batch(pending, replaced)
         self._rebuild_graph()
         hype_queued = self.requeue_hype() if imported else 0
         restored: dict[str, int] = {}
@@ -549,7 +550,10 @@ class MaintenanceService:
             **restored,
         }
 
-    def _import_batch(self, items: list[tuple[str, dict[str, Any]]]) -> int:
+    def _import_batch(self, items: list[tuple[str, dict[str, Any]]], replaced: set[str]) -> int:
+        """Write one batch of exported notes the way the bulk path does (brain/bulk.py: one
+        embedding call, one upsert under the write lock); ``replaced``: ids of the export
+        that were already here."""
         if not items:
             return 0
         model = self.meta.model
@@ -562,9 +566,16 @@ class MaintenanceService:
                                     dict(p)))
             for pid, p in items
         ]
-        self.store.upsert(self._embed_batch(items))
-        # A replaced note's questions were about its old content.
-        hype.drop(self.store, [str(p["zk_id"]) for _, p in items])
+        # Embedded and keyword-indexed as notes with content (an old export may lack it);
+        # stored as exported.
+        filled = [{**p, "content": p.get("content") or ""} for _, p in items]
+        points = bulk.note_points(self.memory, [pid for pid, _ in items], filled)
+        bulk.write(self.memory, [Point(pt.id, p, pt.dense, pt.sparse)
+                                 for pt, (_, p) in zip(points, items, strict=True)])
+        # A replaced note's questions were about its old content; a new note has none.
+        gone = [str(p["zk_id"]) for _, p in items if p["zk_id"] in replaced]
+        if gone:
+            hype.drop(self.store, gone)
         return len(items)
 
     # ------------------------------------------------------------------ weekly

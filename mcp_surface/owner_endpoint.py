@@ -144,6 +144,22 @@ class OwnerEndpoint:
                 return JSONResponse({"error": exc.code, "message": exc.message}, status_code=409)
             return JSONResponse(data)
 
+        @sibling.custom_route("/import", methods=["POST"])
+        async def import_export(request: Request) -> JSONResponse:
+            """``brain import FILE`` while this process owns the data dir (owner token only):
+            the import runs here, batched as the bulk path is, while the server serves."""
+            auth = request.headers.get("authorization", "")
+            if not own.same_token(auth.removeprefix("Bearer ").strip(), verifier.token):
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            body = await request.json()
+            maintenance = self.state.brain.maintenance
+            try:
+                data = await anyio.to_thread.run_sync(lambda: maintenance.import_jsonl(
+                    str(body.get("path") or ""), str(body.get("on_conflict") or "error")))
+            except BrainError as exc:
+                return JSONResponse({"error": exc.code, "message": exc.message}, status_code=409)
+            return JSONResponse(data)
+
         @sibling.custom_route("/ui", methods=["POST"])
         async def ui(request: Request) -> JSONResponse:
             """``brain ui`` while this process owns the data dir: the explorer's login URL

@@ -331,6 +331,25 @@ def test_export_skips_them_and_import_writes_them_again(
     assert _strong(other, NUMPY_Q[0]) == [zk]
 
 
+def test_an_import_that_replaces_a_note_drops_its_old_questions(
+    open_brain: Callable[..., Brain], tmp_path: Path,
+) -> None:
+    b = open_brain()
+    zk = _add(b, NUMPY)
+    keep = _add(b, REDIS)
+    assert b.agentic.drain(20)
+    kept = _questions(b, keep)
+    assert _questions(b, zk) and kept
+    b.maintenance.export_jsonl(tmp_path / "x.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
+    (tmp_path / "one.jsonl").write_text("\n".join(
+        json.dumps(x) for x in lines if x.get("payload", {}).get("zk_id") in (None, zk)) + "\n")
+    res = b.maintenance.import_jsonl(tmp_path / "one.jsonl", on_conflict="replace")
+    assert res["imported"] == 1
+    assert _questions(b, zk) == []  # about the content before the import: gone
+    assert _questions(b, keep) == kept  # a note the import did not touch keeps its own
+
+
 def test_health_counts_them_and_gc_removes_orphans(open_brain: Callable[..., Brain]) -> None:
     b = open_brain()
     zk = _add(b, NUMPY)

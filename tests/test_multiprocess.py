@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -298,6 +299,45 @@ async def test_owner_killed_mid_run(home: Path, hook_dir: Path) -> None:
     # First owner, then the survivor that took over (a third line: the last survivor took
     # over again when the test closed the new owner's client).
     assert history[0]["pid"] == owner_pid and history[1]["pid"] == new_pid
+
+
+def _export_of(tmp_path: Path, contents: list[str]) -> Path:
+    """An export of a brain in its own home holding ``contents`` (one note each)."""
+    from brain.bulk import bulk_add
+
+    src = tmp_path / "exporting"
+    settings = load_settings(home=src)
+    settings.embedding.model = "offline/hash-384"
+    with own.exclusive(src, "cli"), Brain(settings) as b:
+        bulk_add(b.memory, contents, project="moved")
+        return Path(b.maintenance.export_jsonl(tmp_path / "notes.jsonl")["path"])
+
+
+async def test_import_runs_in_the_server_that_owns_the_dir(
+    home: Path, hook_dir: Path, tmp_path: Path
+) -> None:
+    export = _export_of(tmp_path, ["the quokkabridge deploy needs a warm cache",
+                                   "zebrafinch tokens rotate every Monday"])
+    cmd = [sys.executable, "-m", "brain.cli", "import", str(export)]
+    env = {**os.environ, "BRAIN__HOME": str(home)}
+
+    def run() -> Any:
+        return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+
+    async with AsyncExitStack() as stack:
+        (client,) = await _start(stack, home, hook_dir, 1)
+        done = await anyio.to_thread.run_sync(run)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "through the running server" in done.stderr
+        assert json.loads(done.stdout)["imported"] == 2
+        res = await client.call_tool("search_memory", {"query": "quokkabridge deploy",
+                                                       "project": "moved"})
+        hits = res.structured_content["results"]
+        assert "quokkabridge" in json.dumps(hits[0])
+        # The same export again: its ids are there now, and the owner refuses by default.
+        again = await anyio.to_thread.run_sync(run)
+        assert again.returncode == 1 and "[CONFLICT]" in again.stderr
 
 
 async def test_cli_refuses_while_a_server_owns_the_dir(home: Path, hook_dir: Path) -> None:

@@ -7,7 +7,13 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from brain.errors import Conflict
+
+if TYPE_CHECKING:
+    from brain.owner import OwnerInfo
 
 
 @contextmanager
@@ -39,3 +45,32 @@ def open_brain(**overrides: Any) -> Iterator[Any]:
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
+
+
+def running_owner(home: Path) -> tuple[OwnerInfo, str] | None:
+    """The live server that owns ``home`` and its owner token, or None when none runs."""
+    from brain import owner as own
+
+    info = own.read_info(home)
+    token = own.read_owner_token(home)
+    if info is not None and info.alive and info.address and token:
+        return info, token
+    return None
+
+
+def ask_owner(owner: tuple[OwnerInfo, str], route: str, body: dict[str, Any],
+              timeout_s: float | None = 120.0) -> dict[str, Any]:
+    """POST ``body`` to ``route`` of the owner's status endpoint (owner token only); a
+    refusal raises Conflict carrying the owner's error code and message."""
+    import httpx
+
+    info, token = owner
+    transport = httpx.HTTPTransport(uds=info.address)
+    with httpx.Client(transport=transport, timeout=timeout_s) as http:
+        res = http.post(f"http://localhost{route}", json=body,
+                        headers={"Authorization": f"Bearer {token}"})
+        data: dict[str, Any] = res.json()
+        if res.status_code == 409:
+            raise Conflict(f"[{data.get('error')}] {data.get('message')}")
+        res.raise_for_status()
+        return data

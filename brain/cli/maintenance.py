@@ -8,9 +8,11 @@ with 1 when any payload is invalid (CI-safe), bad input exits with 1 and changes
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
-from brain.cli.common import open_brain, print_json
+from brain.cli.common import ask_owner, open_brain, print_json, running_owner
 
 MIGRATION_NAMES = ("memory-schema", "note-kind", "memory-type")
 
@@ -38,9 +40,33 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lost(pid: int, exc: Exception) -> int:
+    print(f"brain: the server (pid {pid}) stopped answering during the import ({exc}); the "
+          "batches it wrote stay: run the import again with --on-conflict skip to finish it",
+          file=sys.stderr)
+    return 1
+
+
 def import_(args: argparse.Namespace) -> int:
+    """While a server owns the data dir the import runs in it (its owner socket), batched
+    like the bulk path, while it keeps serving; otherwise this command opens the data dir."""
+    from config import load_settings
+
+    path = str(Path(args.path).expanduser().resolve())  # the server's cwd is not ours
+    owner = running_owner(load_settings(**_overrides(args)).home)
+    if owner is not None:
+        print(f"brain: importing through the running server (pid {owner[0].pid})",
+              file=sys.stderr)
+        body = {"path": path, "on_conflict": args.on_conflict}
+        import httpx
+
+        try:
+            print_json(ask_owner(owner, "/import", body, timeout_s=None))
+        except httpx.HTTPError as exc:  # the server died or was stopped meanwhile
+            return _lost(owner[0].pid, exc)
+        return 0
     with open_brain(**_overrides(args)) as brain:
-        print_json(brain.maintenance.import_jsonl(args.path, args.on_conflict, progress=True))
+        print_json(brain.maintenance.import_jsonl(path, args.on_conflict, progress=True))
     return 0
 
 
@@ -90,7 +116,8 @@ def register(sub: Any) -> None:
     p.add_argument("path")
     add_home(p)
     p.set_defaults(func=export)
-    p = sub.add_parser("import", help="import a JSONL export (re-embedded with this model)")
+    p = sub.add_parser("import", help="import a JSONL export (re-embedded with this model; "
+                                      "through the running server when there is one)")
     p.add_argument("path")
     p.add_argument(
         "--on-conflict",

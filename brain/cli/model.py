@@ -13,25 +13,10 @@ import sys
 import time
 from typing import Any
 
-from brain import owner as own
-from brain.cli.common import open_brain, print_json
-from brain.errors import BrainError, Conflict
+from brain.cli.common import ask_owner, open_brain, print_json, running_owner
+from brain.errors import BrainError
 
 COMMANDS = ("estimate", "switch", "status", "cancel", "resume", "rollback", "drop-previous")
-
-
-def _ask_owner(info: own.OwnerInfo, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    import httpx
-
-    transport = httpx.HTTPTransport(uds=info.address)
-    with httpx.Client(transport=transport, timeout=120.0) as http:
-        res = http.post("http://localhost/model", json=body,
-                        headers={"Authorization": f"Bearer {token}"})
-        data: dict[str, Any] = res.json()
-        if res.status_code == 409:
-            raise Conflict(f"[{data.get('error')}] {data.get('message')}")
-        res.raise_for_status()
-        return data
 
 
 def _body(args: argparse.Namespace) -> dict[str, Any]:
@@ -57,12 +42,10 @@ def run(args: argparse.Namespace) -> int:
     from brain.generations.wiring import run_command
     from config import load_settings
 
-    home = load_settings().home
-    info = own.read_info(home)
-    token = own.read_owner_token(home)
+    owner = running_owner(load_settings().home)
     body = _body(args)
-    if info is not None and info.alive and info.address and token:
-        print_json(_ask_owner(info, token, body))
+    if owner is not None:
+        print_json(ask_owner(owner, "/model", body))
         return 0
     with open_brain() as brain:
         try:
