@@ -13,10 +13,19 @@ fp32 cosine min 0.9999999; int8 min 0.989, mean 0.995 (quantising every op type,
 per-channel scales, lost more: min 0.93). A single short query: torch ~12 ms, fp32 ~4-5 ms,
 int8 ~1.5-2 ms. Batches of long texts are faster on torch (256 CoSQA codes: 6.3 s torch,
 10.7 s fp32 ONNX).
+
+Resident memory (bench/rss_owner.py): the fp32 weights are ~86 MB, but a loaded session held
+97-127 MB (which one varied from start to start: free heap glibc kept from the load) and
+~190 MB once it had embedded a few 64-note batches (the CPU arena keeps the largest batch's
+activations for the life of the process). So the heap is trimmed after the load, and a
+batch of at least ``SHRINK_FROM_TOKENS`` tokens runs with onnxruntime's arena shrinkage, the
+heap trimmed after it: 97 MB loaded and
+~113 MB after batches, at no measured cost to a batch (a query, one text, keeps its arena).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
@@ -36,6 +45,19 @@ from brain.errors import ModelUnavailable
 log = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# A run of this many tokens (texts x padded length) or more gives back the arena memory it
+# grew (see the module docstring); below it, a run grows the arena by a few MB at most.
+_SHRINK_ARENA = ("memory.enable_memory_arena_shrinkage", "cpu:0")
+SHRINK_FROM_TOKENS = 1024
+
+
+def release_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``); no-op where
+    there is no glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def cache_dir() -> Path:
@@ -130,6 +152,7 @@ class OnnxEmbedder(PromptedEncoder):
         self.source = Path(source)
         self._batch_size = batch_size
         self._session: Any = None
+        self._shrink: Any = None  # RunOptions of a batch run
         self._tokenizer: Any = None
         self._counter: Any = None
         self._names: list[str] = []
@@ -170,6 +193,8 @@ class OnnxEmbedder(PromptedEncoder):
                 opts.log_severity_level = 3
                 session = ort.InferenceSession(str(path), opts,
                                                providers=["CPUExecutionProvider"])
+                shrink = ort.RunOptions()
+                shrink.add_run_config_entry(*_SHRINK_ARENA)
             except ModelUnavailable:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure means the same fix
@@ -180,7 +205,9 @@ class OnnxEmbedder(PromptedEncoder):
                 ) from exc
             self._names = [i.name for i in session.get_inputs()]
             self._tokenizer = tok
+            self._shrink = shrink
             self._session = session
+            release_heap()  # the model file's bytes and the weights prepacking replaced
             log.info("embedding model %s runs on onnxruntime (%s)", self.record.id, self.backend)
             return session
 
@@ -195,6 +222,7 @@ class OnnxEmbedder(PromptedEncoder):
         if prompt:
             texts = [prompt + t for t in texts]
         out = []
+        shrunk = False
         with self._encode_lock:
             for start in range(0, len(texts), self._batch_size):
                 encs = self._tokenizer.encode_batch(list(texts[start : start + self._batch_size]))
@@ -203,13 +231,18 @@ class OnnxEmbedder(PromptedEncoder):
                     "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
                     "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64),
                 }
-                hidden = session.run(None, {n: feed[n] for n in self._names})[0]
+                big = feed["input_ids"].size >= SHRINK_FROM_TOKENS
+                shrunk = shrunk or big
+                hidden = session.run(None, {n: feed[n] for n in self._names},
+                                     self._shrink if big else None)[0]
                 if self._pool == "cls":
                     vecs = hidden[:, 0]
                 else:
                     mask = feed["attention_mask"][..., None].astype(np.float32)
                     vecs = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
                 out.append(vecs)
+            if shrunk:
+                release_heap()
         return normalise(np.concatenate(out).astype(np.float32))
 
     def count_tokens(self, text: str) -> int:
