@@ -1,7 +1,8 @@
 """The ``onnx`` and ``onnx-int8`` embedding backends: the same sentence-transformers model,
 exported once to ONNX and run by onnxruntime.
 
-On first use the model's transformer is exported with ``torch.onnx.export`` (``onnx``: fp32,
+On first use the model's transformer is exported with ``torch.onnx.export``, in a child
+process so that torch and transformers never load into the server (``onnx``: fp32,
 the same vectors as torch to cosine 0.9999999) and, for ``onnx-int8``, its MatMul weights are
 quantised to int8 per channel (``onnxruntime.quantization.quantize_dynamic``); the file is
 cached under ``$XDG_CACHE_HOME/opencode-brain/onnx`` (``BRAIN_ONNX_CACHE`` overrides),
@@ -30,6 +31,8 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import warnings
@@ -81,6 +84,8 @@ def _fingerprint(source: Path) -> str:
 def export(source: Path, out: Path, quantize: bool) -> list[str]:
     """Export ``source`` (a sentence-transformers folder) to an ONNX file at ``out``, with
     int8 weights when ``quantize``. Returns the ONNX input names."""
+    if not (source / "config.json").is_file():  # before the seconds torch takes to import
+        raise ModelUnavailable(f"{source} holds no transformers model (no config.json)")
     import inspect
 
     import torch
@@ -123,6 +128,23 @@ def export(source: Path, out: Path, quantize: bool) -> list[str]:
                 root.setLevel(level)
         os.replace(int8 if quantize else fp32, out)
     return names
+
+
+def export_in_child(source: Path, out: Path, quantize: bool) -> None:
+    """:func:`export` in a child process (``python -m brain.onnx_embedder``). torch and
+    transformers, which the export needs, would otherwise stay loaded in the server for the
+    rest of its life (bench/rss_owner.py); the default path runs on onnxruntime alone."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    cmd = [sys.executable, "-m", "brain.onnx_embedder", str(source), str(out)]
+    proc = subprocess.run([*cmd, *(["--int8"] if quantize else [])], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=3600, check=False)
+    if proc.returncode != 0 or not out.is_file():
+        tail = " / ".join(proc.stderr.strip().splitlines()[-3:])
+        raise ModelUnavailable(f"exporting {source} to ONNX failed (exit {proc.returncode}: "
+                               f"{tail}). Install torch and onnx (pip install torch onnx) for "
+                               "the export, or set BRAIN__EMBEDDING__BACKEND=torch.")
 
 
 def _pooling(source: Path) -> str:
@@ -180,7 +202,7 @@ class OnnxEmbedder(PromptedEncoder):
                 path = self.model_file
                 if not path.is_file():
                     log.info("exporting %s to ONNX at %s (once)", self.record.id, path)
-                    export(self.source, path, self.quantize)
+                    export_in_child(self.source, path, self.quantize)
                 self._counter = Tokenizer.from_file(str(self.source / "tokenizer.json"))
                 self._counter.no_truncation()
                 self._counter.no_padding()
@@ -248,3 +270,14 @@ class OnnxEmbedder(PromptedEncoder):
     def count_tokens(self, text: str) -> int:
         self._load()
         return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+
+if __name__ == "__main__":  # the export's child process (export_in_child)
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m brain.onnx_embedder")
+    parser.add_argument("source", type=Path, help="a sentence-transformers model folder")
+    parser.add_argument("out", type=Path, help="the ONNX file to write")
+    parser.add_argument("--int8", action="store_true", help="quantise the MatMul weights")
+    args = parser.parse_args()
+    export(args.source, args.out, args.int8)

@@ -157,14 +157,15 @@ print(json.dumps({"hits": len(hits), "backend": b.embedder.backend,
 
 
 def test_the_default_server_process_never_imports_torch(tmp_path: Path, onnx_cache: Path) -> None:
-    """torch + transformers hold ~300 MB more than onnxruntime: a server on the default
-    backend, its model exported already, runs without them. Seen only in a fresh process
-    (this one imported torch for the other tests): a few seconds of start-up."""
+    """torch + transformers would stay loaded for the server's life: a server on the default
+    backend runs on onnxruntime alone (the export, done here if no other test did it, runs
+    in a child). Seen only in a fresh process (this one imported torch for other tests): a
+    few seconds of start-up."""
     import json
     import subprocess
     import sys
 
-    build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx").embed_query("export once")
+    build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx").embed_query("exported once")
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRAIN__")}
     env.update(BRAIN__HOME=str(tmp_path / "home"), BRAIN_ONNX_CACHE=str(onnx_cache),
@@ -175,3 +176,15 @@ def test_the_default_server_process_never_imports_torch(tmp_path: Path, onnx_cac
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["backend"] == "onnx" and out["hits"] >= 1
     assert out["loaded"] == ["onnxruntime"]
+
+
+def test_a_failed_export_is_a_typed_error(tmp_path: Path) -> None:
+    """The export's child process fails (no model in the folder): ModelUnavailable saying
+    why, and no file is left where the model would be."""
+    from brain.onnx_embedder import export_in_child
+
+    out = tmp_path / "cache" / "model.onnx"
+    with pytest.raises(ModelUnavailable, match="no config.json") as err:
+        export_in_child(tmp_path / "not-a-model", out, quantize=False)
+    assert "BRAIN__EMBEDDING__BACKEND=torch" in str(err.value)
+    assert not out.exists()
