@@ -4,8 +4,8 @@
 
 For each scale a store of N synthetic notes (bench/synthetic.py) is built once, as the speed
 bench builds one (``bulk_add`` on a Brain with default settings, with the cached vectors of
-bench/vector_cache.py when the cache holds N, then the index worker's runs until the store is
-at rest), and kept under ``--stores`` (default ~/.cache/opencode-brain/bench/rss-store-N).
+bench/vector_cache.py when the cache holds N, or those it holds cycled with noise when it holds
+at least ``CYCLE_FROM``; then the index worker's runs until the store is at rest), and kept under ``--stores`` (default ~/.cache/opencode-brain/bench/rss-store-N).
 Each measurement then runs on a fresh copy of it, in fresh processes:
 
 - ``owners``: one process that loads each owner in turn and reads its RSS (VmRSS, RssAnon,
@@ -15,14 +15,16 @@ Each measurement then runs on a fresh copy of it, in fresh processes:
   and warmed by one query); the Edge shard's open with its payload indexes (measured inside
   ``Brain.open`` by wrapping ``EdgeStore.open``), the link graph (``LinkGraph.load``), the
   rest of ``Brain.open`` (services, threads, the meta); then 100 search_memory calls and 20
-  add_memory calls through the in-process MCP client (fastmcp over ``create_server``), and
-  the process at rest. The file-backed part of each step is split by mapping (vectors,
+  add_memory calls through the in-process MCP client (fastmcp over ``create_server``), the
+  process at rest, and then after 256 notes embedded in batches of 64 (an import's, a sync's
+  or an upload's write path). The file-backed part of each step is split by mapping (vectors,
   HNSW links, payloads, WAL, ...) from /proc/self/smaps. At the end: the Python heap
   (pymalloc's allocated bytes, the object count) and what glibc's ``malloc_trim(0)`` gives
   back (free heap the allocator held).
-- ``shard``: two short processes that load the raw Edge shard (``EdgeShard.load``, no
-  product code) after the imports: on the store as built, and on a copy with every payload
-  index dropped. Their difference is what the payload indexes hold.
+- ``shard``: three short processes that load the raw Edge shard (``EdgeShard.load``, no
+  product code) after the imports: on the store as built, on a copy with every payload index
+  dropped (the difference is what the payload indexes hold), and on a copy with them
+  recreated with Qdrant's ``on_disk`` index parameter (not the product's configuration).
 - ``stdio``: the server users run, ``python mcp_server.py`` over stdio with default settings
   on the store (``BRAIN__HOME``), given 100 search_memory and 20 add_memory calls by a
   JSON-RPC client, then its RSS at rest read from /proc/PID (and whether it mapped torch).
