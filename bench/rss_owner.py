@@ -283,6 +283,7 @@ def owners(home: Path) -> dict[str, Any]:
         texts = synthetic_notes(BATCH_NOTES, seed=96)
         for lo in range(0, BATCH_NOTES, 64):
             embed_passages(brain.embedder, texts[lo:lo + 64])
+        time.sleep(3.0)  # at rest again (the embedder trims the heap 2 s after a batch)
         gc.collect()
         steps.mark(f"{BATCH_NOTES} notes embedded in batches of 64 (an import's write path)")
         trimmed = malloc_trim()

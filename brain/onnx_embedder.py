@@ -20,8 +20,8 @@ Resident memory (bench/rss_owner.py): the fp32 weights are ~86 MB, but a loaded 
 ~190 MB once it had embedded a few 64-note batches (the CPU arena keeps the largest batch's
 activations for the life of the process). So the heap is trimmed after the load, and a
 batch of at least ``SHRINK_FROM_TOKENS`` tokens runs with onnxruntime's arena shrinkage, the
-heap trimmed after it: 97 MB loaded and
-~113 MB after batches, at no measured cost to a batch (a query, one text, keeps its arena).
+heap trimmed once batches stop: 97 MB loaded and ~113 MB after batches, at no measured cost
+to a batch (a query, one text, keeps its arena).
 """
 
 from __future__ import annotations
@@ -52,6 +52,10 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # grew (see the module docstring); below it, a run grows the arena by a few MB at most.
 _SHRINK_ARENA = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 SHRINK_FROM_TOKENS = 1024
+# The heap is trimmed once batches have stopped this long: a trim walks the whole heap (~0.2 s
+# with a fragmented GB, holding each malloc arena's lock meanwhile), so an import's
+# back-to-back batches share one trim, after the last.
+TRIM_AFTER_IDLE_S = 2.0
 
 
 def release_heap() -> None:
@@ -181,6 +185,7 @@ class OnnxEmbedder(PromptedEncoder):
         self._pool = "mean"
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
+        self._trim: threading.Timer | None = None  # the trim after the last batch, pending
 
     @property
     def model_file(self) -> Path:
@@ -264,8 +269,16 @@ class OnnxEmbedder(PromptedEncoder):
                     vecs = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
                 out.append(vecs)
             if shrunk:
-                release_heap()
+                self._trim_when_idle()
         return normalise(np.concatenate(out).astype(np.float32))
+
+    def _trim_when_idle(self) -> None:
+        """(Re)start the timer of the trim after a batch (called with the encode lock)."""
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = threading.Timer(TRIM_AFTER_IDLE_S, release_heap)
+        self._trim.daemon = True
+        self._trim.start()
 
     def count_tokens(self, text: str) -> int:
         self._load()
