@@ -1,7 +1,8 @@
 """The ``onnx`` and ``onnx-int8`` embedding backends: the same sentence-transformers model,
 exported once to ONNX and run by onnxruntime.
 
-On first use the model's transformer is exported with ``torch.onnx.export`` (``onnx``: fp32,
+On first use the model's transformer is exported with ``torch.onnx.export``, in a child
+process so that torch and transformers never load into the server (``onnx``: fp32,
 the same vectors as torch to cosine 0.9999999) and, for ``onnx-int8``, its MatMul weights are
 quantised to int8 per channel (``onnxruntime.quantization.quantize_dynamic``); the file is
 cached under ``$XDG_CACHE_HOME/opencode-brain/onnx`` (``BRAIN_ONNX_CACHE`` overrides),
@@ -13,14 +14,25 @@ fp32 cosine min 0.9999999; int8 min 0.989, mean 0.995 (quantising every op type,
 per-channel scales, lost more: min 0.93). A single short query: torch ~12 ms, fp32 ~4-5 ms,
 int8 ~1.5-2 ms. Batches of long texts are faster on torch (256 CoSQA codes: 6.3 s torch,
 10.7 s fp32 ONNX).
+
+Resident memory (bench/rss_owner.py): the fp32 weights are ~86 MB, but a loaded session held
+97-127 MB (which one varied from start to start: free heap glibc kept from the load) and
+~190 MB once it had embedded a few 64-note batches (the CPU arena keeps the largest batch's
+activations for the life of the process). So the heap is trimmed after the load, and a
+batch of at least ``SHRINK_FROM_TOKENS`` tokens runs with onnxruntime's arena shrinkage, the
+heap trimmed once batches stop: 97 MB loaded and ~113 MB after batches, at no measured cost
+to a batch (a query, one text, keeps its arena).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import warnings
@@ -36,6 +48,23 @@ from brain.errors import ModelUnavailable
 log = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# A run of this many tokens (texts x padded length) or more gives back the arena memory it
+# grew (see the module docstring); below it, a run grows the arena by a few MB at most.
+_SHRINK_ARENA = ("memory.enable_memory_arena_shrinkage", "cpu:0")
+SHRINK_FROM_TOKENS = 1024
+# The heap is trimmed once batches have stopped this long: a trim walks the whole heap (~0.2 s
+# with a fragmented GB, holding each malloc arena's lock meanwhile), so an import's
+# back-to-back batches share one trim, after the last.
+TRIM_AFTER_IDLE_S = 2.0
+
+
+def release_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``); no-op where
+    there is no glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def cache_dir() -> Path:
@@ -59,6 +88,8 @@ def _fingerprint(source: Path) -> str:
 def export(source: Path, out: Path, quantize: bool) -> list[str]:
     """Export ``source`` (a sentence-transformers folder) to an ONNX file at ``out``, with
     int8 weights when ``quantize``. Returns the ONNX input names."""
+    if not (source / "config.json").is_file():  # before the seconds torch takes to import
+        raise ModelUnavailable(f"{source} holds no transformers model (no config.json)")
     import inspect
 
     import torch
@@ -103,6 +134,23 @@ def export(source: Path, out: Path, quantize: bool) -> list[str]:
     return names
 
 
+def export_in_child(source: Path, out: Path, quantize: bool) -> None:
+    """:func:`export` in a child process (``python -m brain.onnx_embedder``). torch and
+    transformers, which the export needs, would otherwise stay loaded in the server for the
+    rest of its life (bench/rss_owner.py); the default path runs on onnxruntime alone."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    cmd = [sys.executable, "-m", "brain.onnx_embedder", str(source), str(out)]
+    proc = subprocess.run([*cmd, *(["--int8"] if quantize else [])], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=3600, check=False)
+    if proc.returncode != 0 or not out.is_file():
+        tail = " / ".join(proc.stderr.strip().splitlines()[-3:])
+        raise ModelUnavailable(f"exporting {source} to ONNX failed (exit {proc.returncode}: "
+                               f"{tail}). Install torch and onnx (pip install torch onnx) for "
+                               "the export, or set BRAIN__EMBEDDING__BACKEND=torch.")
+
+
 def _pooling(source: Path) -> str:
     cfg = source / "1_Pooling" / "config.json"
     if not cfg.is_file():
@@ -130,12 +178,14 @@ class OnnxEmbedder(PromptedEncoder):
         self.source = Path(source)
         self._batch_size = batch_size
         self._session: Any = None
+        self._shrink: Any = None  # RunOptions of a batch run
         self._tokenizer: Any = None
         self._counter: Any = None
         self._names: list[str] = []
         self._pool = "mean"
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
+        self._trim: threading.Timer | None = None  # the trim after the last batch, pending
 
     @property
     def model_file(self) -> Path:
@@ -157,7 +207,7 @@ class OnnxEmbedder(PromptedEncoder):
                 path = self.model_file
                 if not path.is_file():
                     log.info("exporting %s to ONNX at %s (once)", self.record.id, path)
-                    export(self.source, path, self.quantize)
+                    export_in_child(self.source, path, self.quantize)
                 self._counter = Tokenizer.from_file(str(self.source / "tokenizer.json"))
                 self._counter.no_truncation()
                 self._counter.no_padding()
@@ -170,6 +220,8 @@ class OnnxEmbedder(PromptedEncoder):
                 opts.log_severity_level = 3
                 session = ort.InferenceSession(str(path), opts,
                                                providers=["CPUExecutionProvider"])
+                shrink = ort.RunOptions()
+                shrink.add_run_config_entry(*_SHRINK_ARENA)
             except ModelUnavailable:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure means the same fix
@@ -180,7 +232,9 @@ class OnnxEmbedder(PromptedEncoder):
                 ) from exc
             self._names = [i.name for i in session.get_inputs()]
             self._tokenizer = tok
+            self._shrink = shrink
             self._session = session
+            release_heap()  # the model file's bytes and the weights prepacking replaced
             log.info("embedding model %s runs on onnxruntime (%s)", self.record.id, self.backend)
             return session
 
@@ -195,6 +249,7 @@ class OnnxEmbedder(PromptedEncoder):
         if prompt:
             texts = [prompt + t for t in texts]
         out = []
+        shrunk = False
         with self._encode_lock:
             for start in range(0, len(texts), self._batch_size):
                 encs = self._tokenizer.encode_batch(list(texts[start : start + self._batch_size]))
@@ -203,15 +258,39 @@ class OnnxEmbedder(PromptedEncoder):
                     "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
                     "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64),
                 }
-                hidden = session.run(None, {n: feed[n] for n in self._names})[0]
+                big = feed["input_ids"].size >= SHRINK_FROM_TOKENS
+                shrunk = shrunk or big
+                hidden = session.run(None, {n: feed[n] for n in self._names},
+                                     self._shrink if big else None)[0]
                 if self._pool == "cls":
                     vecs = hidden[:, 0]
                 else:
                     mask = feed["attention_mask"][..., None].astype(np.float32)
                     vecs = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
                 out.append(vecs)
+            if shrunk:
+                self._trim_when_idle()
         return normalise(np.concatenate(out).astype(np.float32))
+
+    def _trim_when_idle(self) -> None:
+        """(Re)start the timer of the trim after a batch (called with the encode lock)."""
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = threading.Timer(TRIM_AFTER_IDLE_S, release_heap)
+        self._trim.daemon = True
+        self._trim.start()
 
     def count_tokens(self, text: str) -> int:
         self._load()
         return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+
+if __name__ == "__main__":  # the export's child process (export_in_child)
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m brain.onnx_embedder")
+    parser.add_argument("source", type=Path, help="a sentence-transformers model folder")
+    parser.add_argument("out", type=Path, help="the ONNX file to write")
+    parser.add_argument("--int8", action="store_true", help="quantise the MatMul weights")
+    args = parser.parse_args()
+    export(args.source, args.out, args.int8)

@@ -106,3 +106,87 @@ def test_a_brain_on_the_default_backend_stores_and_finds(
         assert hits[0]["content"] == "Redis cache TTL for sessions is 30 minutes."
     finally:
         b.close()
+
+
+def _anon_mb() -> float:
+    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc")
+def test_a_batch_gives_back_the_memory_it_ran_in(onnx_cache: Path) -> None:
+    """A batch of 32 texts of ~110 tokens grew onnxruntime's arena by ~100 MB that it kept for
+    the life of the process (7 MB with the shrinkage; bench/rss_owner.py); the vectors are
+    the same either way."""
+    import brain.onnx_embedder as oe
+
+    emb = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
+    emb.embed_query("warm up")
+    texts = [f"{t} " * 6 for t in [*TEXTS, *TEXTS[:14]]]  # one run of 32 x 110 tokens
+    before = _anon_mb()
+    shrunk = emb.embed_documents(texts)
+    assert emb._trim is not None
+    emb._trim.join()  # the heap is trimmed once batches stop (TRIM_AFTER_IDLE_S)
+    grown = _anon_mb() - before
+    assert grown < 30, f"the batch kept {grown:.0f} MB"
+    saved = oe.SHRINK_FROM_TOKENS
+    oe.SHRINK_FROM_TOKENS = 10**9  # what a run does without the shrinkage
+    try:
+        kept = emb.embed_documents(texts)
+    finally:
+        oe.SHRINK_FROM_TOKENS = saved
+    assert np.allclose(shrunk, kept, atol=1e-6)
+
+
+_SERVER_PROCESS = """
+import json, sys
+import mcp_server  # what `python mcp_server.py` imports
+from brain.app import Brain
+from brain.memory import RecallFilter
+from config import load_settings
+b = Brain(load_settings()).open()
+try:
+    b.memory.add("Redis cache TTL for sessions is 30 minutes.", project="p")
+    hits = b.memory.search("session cache TTL", 3, RecallFilter(project="p"))
+finally:
+    b.close()
+heavy = ("torch", "sentence_transformers", "transformers", "onnxruntime")
+print(json.dumps({"hits": len(hits), "backend": b.embedder.backend,
+                  "loaded": [m for m in heavy if m in sys.modules]}))
+"""
+
+
+def test_the_default_server_process_never_imports_torch(tmp_path: Path, onnx_cache: Path) -> None:
+    """torch + transformers would stay loaded for the server's life: a server on the default
+    backend runs on onnxruntime alone (the export, done here if no other test did it, runs
+    in a child). Seen only in a fresh process (this one imported torch for other tests): a
+    few seconds of start-up."""
+    import json
+    import subprocess
+    import sys
+
+    build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx").embed_query("exported once")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRAIN__")}
+    env.update(BRAIN__HOME=str(tmp_path / "home"), BRAIN_ONNX_CACHE=str(onnx_cache),
+               PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([sys.executable, "-c", _SERVER_PROCESS], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["backend"] == "onnx" and out["hits"] >= 1
+    assert out["loaded"] == ["onnxruntime"]
+
+
+def test_a_failed_export_is_a_typed_error(tmp_path: Path) -> None:
+    """The export's child process fails (no model in the folder): ModelUnavailable saying
+    why, and no file is left where the model would be."""
+    from brain.onnx_embedder import export_in_child
+
+    out = tmp_path / "cache" / "model.onnx"
+    with pytest.raises(ModelUnavailable, match="no config.json") as err:
+        export_in_child(tmp_path / "not-a-model", out, quantize=False)
+    assert "BRAIN__EMBEDDING__BACKEND=torch" in str(err.value)
+    assert not out.exists()
