@@ -26,7 +26,6 @@ to a batch (a query, one text, keeps its arena).
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import logging
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from brain import heap
 from brain.encoding import PromptedEncoder, normalise
 from brain.errors import ModelUnavailable
 
@@ -56,15 +56,6 @@ SHRINK_FROM_TOKENS = 1024
 # with a fragmented GB, holding each malloc arena's lock meanwhile), so an import's
 # back-to-back batches share one trim, after the last.
 TRIM_AFTER_IDLE_S = 2.0
-
-
-def release_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``); no-op where
-    there is no glibc."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def cache_dir() -> Path:
@@ -234,7 +225,7 @@ class OnnxEmbedder(PromptedEncoder):
             self._tokenizer = tok
             self._shrink = shrink
             self._session = session
-            release_heap()  # the model file's bytes and the weights prepacking replaced
+            heap.release()  # the model file's bytes and the weights prepacking replaced
             log.info("embedding model %s runs on onnxruntime (%s)", self.record.id, self.backend)
             return session
 
@@ -276,7 +267,7 @@ class OnnxEmbedder(PromptedEncoder):
         """(Re)start the timer of the trim after a batch (called with the encode lock)."""
         if self._trim is not None:
             self._trim.cancel()
-        self._trim = threading.Timer(TRIM_AFTER_IDLE_S, release_heap)
+        self._trim = threading.Timer(TRIM_AFTER_IDLE_S, heap.release)
         self._trim.daemon = True
         self._trim.start()
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from brain import heap
 from brain.errors import ActionInProgress, InvalidArgument, OptimizeAborted, StoreError, StoreLocked
 from brain.private import fsync_dir
 from brain.vector_store import edge_convert as cv
@@ -61,7 +62,6 @@ from brain.vector_store.edge_swap import (
     _SwapLock,
     catch_up,
     points_of,
-    release_freed_memory,
 )
 
 
@@ -341,7 +341,7 @@ class EdgeStore:
             with self._write_lock:
                 self._recorded = None
             shutil.rmtree(work, ignore_errors=True)
-            release_freed_memory()
+            heap.release()  # the run freed its recorded writes and the replaced shard
 
     # -- quantization -----------------------------------------------------------------------
     def quantization(self) -> str | None:

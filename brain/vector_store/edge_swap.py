@@ -5,7 +5,6 @@ meanwhile, and the lock that lets reads wait for the swap only."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import shutil
 import subprocess
 import sys
@@ -56,18 +55,6 @@ def _copy_tree(src: Path, dst: Path) -> None:
 # swap to replay (it holds reads and writes off meanwhile), or for at most this many rounds.
 CATCH_UP_LEFT = 2_000
 CATCH_UP_ROUNDS = 8
-
-
-def release_freed_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``), after every
-    optimization or quantization switch. A run frees the writes it recorded for the replay
-    and the replaced shard's structures: after a bulk import of 100,000 notes glibc kept
-    2.0 GB of such free memory in the process (RSS 2.9 GB, 0.9 GB after a trim;
-    BENCHMARKS.md). No-op where there is no glibc."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def points_of(recorded: Sequence[tuple[str, Any]]) -> int:
