@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from brain import embed_endpoints, fusion_adapt, generations, integrity, report, rerank
+from brain import embed_endpoints, fusion_adapt, generations, integrity, recall_key, report, rerank
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
@@ -150,6 +150,8 @@ class Brain:
         self.memory.citer = self.citations
         self.model_switch.attach()
         self._opened = True
+        # A store from before recall keys gets them (searches keep the full filter until then).
+        recall_key.at_open(self._guarded, self.meta, self._start_thread, self._stop)
         self._start_thread("graph-saver", self._graph_saver)
         self._start_thread("access-stamper", self._stamper)
         # Load the model now, off the request path: the first search should not pay for it.
