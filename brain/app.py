@@ -294,6 +294,8 @@ class Brain:
 
     def _model_swapped(self, model: str) -> None:
         self.pending_model = None if self.pending_model == model else self.pending_model
+        # The generation now served checks its notes' keys before searches trust them.
+        recall_key.at_open(self._guarded, self.meta, self._start_thread, self._stop)
         for name in ("sources", "files"):
             if name in self.__dict__:
                 getattr(self, name).use_model(model)

@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 
 FIELD = "recall_key"
 VERSION = 1
-# The store meta's record: the version every note's key follows, and the backfill's cursor.
+# The store meta's record: [version, generation] once every note's key follows this version,
+# and the backfill's cursor ([generation, next point id]).
 MARK = "recall_key_version"
 CURSOR = "recall_key_cursor"
 # The payload fields a key is computed from: a change to any of them moves the key.
@@ -113,9 +114,15 @@ def condition(user: str, agent: str, model: str, memory_types: Iterable[str], *,
                                  itertools.product(audiences, memory_types, classes)))
 
 
+def _generation(meta_data: Mapping[str, Any]) -> int:
+    return int(meta_data.get("generation", 1))
+
+
 def complete(meta_data: Mapping[str, Any]) -> bool:
-    """Whether every note of the store carries a key of this version."""
-    return meta_data.get(MARK) == VERSION
+    """Whether every note of the store carries a key of this version. The record names the
+    generation it was made in: a model switch (or its rollback) serves another one, whose
+    notes are checked again before searches trust their keys."""
+    return meta_data.get(MARK) == [VERSION, _generation(meta_data)]
 
 
 # ------------------------------------------------------------------------------ backfill
@@ -152,7 +159,9 @@ def backfill(store: KeyedStore, meta: Meta, *, page: int = BACKFILL_PAGE, max_pa
     it did; ``done`` says whether the store is complete."""
     if complete(meta.data):
         return {"done": True, "scanned": 0, "written": 0}
-    offset = meta.data.get(CURSOR) or None
+    gen = _generation(meta.data)
+    cursor = meta.data.get(CURSOR)
+    offset = cursor[1] if isinstance(cursor, list) and cursor[:1] == [gen] else None
     scanned = written = pages = 0
     while max_pages is None or pages < max_pages:
         if stop is not None and stop.is_set():
@@ -162,9 +171,9 @@ def backfill(store: KeyedStore, meta: Meta, *, page: int = BACKFILL_PAGE, max_pa
             written += store.rekey(points)
         scanned += len(points)
         pages += 1
-        meta.set(**{CURSOR: offset})  # a run cut short resumes here
+        meta.set(**{CURSOR: [gen, offset]})  # a run cut short resumes here
         if offset is None:
-            meta.set(**{MARK: VERSION, CURSOR: None})
+            meta.set(**{MARK: [VERSION, gen], CURSOR: None})
             log.info("recall keys: the last %d notes scanned, %d keyed; searches use them",
                      scanned, written)
             return {"done": True, "scanned": scanned, "written": written}

@@ -166,7 +166,7 @@ def test_backfill_resumes_and_the_full_filter_serves_until_it_is_done(brain: Bra
 
     first = recall_key.backfill(brain._guarded, brain.meta, page=3, max_pages=1)
     assert first == {"done": False, "scanned": 3, "written": 3}
-    assert brain.meta.data[recall_key.CURSOR]
+    assert brain.meta.data[recall_key.CURSOR][1]
     with acting_as(A1):
         m.forget(zks[6])  # between pages: the forget writes its own (empty) key
     rest = recall_key.backfill(brain._guarded, brain.meta, page=3)
@@ -177,3 +177,5 @@ def test_backfill_resumes_and_the_full_filter_serves_until_it_is_done(brain: Bra
     assert hits and {h["zk_id"] for h in hits} <= set(zks[:6])
     for z in zks:
         assert found(brain, A1, z) == (z != zks[6])
+    brain.meta.data["generation"] = 2  # a model switch serves another generation:
+    assert not recall_key.complete(brain.meta.data)  # its notes are checked again first
