@@ -56,6 +56,7 @@ ALL_AGENTS = "*"
 SHARED = "shared"
 PRIVATE = "private"
 BACKFILL_PAGE = 512
+REWRITE = "brain.recall_key:patch"  # what an index run's copy rewrites (edge_swap)
 _CONTEXTUAL = frozenset(CONTEXTUAL_KINDS)
 
 
@@ -97,6 +98,13 @@ def stamp(payload: dict[str, Any]) -> dict[str, Any]:
     else:
         payload.pop(FIELD, None)
     return payload
+
+
+def patch(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The key to write on a point whose stored one is not what its payload gives (None when
+    it is): what an optimization's rewrite sets on each point (edge_swap.rewrite_payloads)."""
+    want = keys(payload)
+    return None if payload.get(FIELD, []) == want else {FIELD: want}
 
 
 def stamped(points: Sequence[Point]) -> list[Point]:
@@ -173,17 +181,25 @@ def backfill(store: KeyedStore, meta: Meta, *, page: int = BACKFILL_PAGE, max_pa
         pages += 1
         meta.set(**{CURSOR: [gen, offset]})  # a run cut short resumes here
         if offset is None:
-            meta.set(**{MARK: [VERSION, gen], CURSOR: None})
+            mark_complete(meta)
             log.info("recall keys: the last %d notes scanned, %d keyed; searches use them",
                      scanned, written)
             return {"done": True, "scanned": scanned, "written": written}
     return {"done": False, "scanned": scanned, "written": written}
 
 
+def mark_complete(meta: Meta) -> None:
+    meta.set(**{MARK: [VERSION, _generation(meta.data)], CURSOR: None})
+
+
 def at_open(store: KeyedStore, meta: Meta, start: Callable[[str, Callable[[], None]], None],
-            stop: threading.Event, inline_max: int = 5_000) -> None:
+            stop: threading.Event, reindex: Callable[[], bool] | None = None,
+            inline_max: int = 5_000) -> None:
     """Make a store complete: at once when it is new or small, else in a thread (``start``)
-    while searches keep the conditions the keys stand for."""
+    while searches keep the conditions the keys stand for. ``reindex`` (an embedded store):
+    key the notes in the copy an index run optimizes and swaps in, True once one did (pages
+    written in the live store would move every note out of its HNSW index until the next
+    run); without it (a server), pages in the live store."""
     if complete(meta.data):
         return
     if store.count(NOTES) <= inline_max:
@@ -192,8 +208,12 @@ def at_open(store: KeyedStore, meta: Meta, start: Callable[[str, Callable[[], No
 
     def run() -> None:
         try:
-            backfill(store, meta, stop=stop)
-        except Exception:  # noqa: BLE001 - the next start resumes from the cursor
-            log.exception("recall keys: backfill stopped; searches keep the full filter")
+            if reindex is None:
+                backfill(store, meta, stop=stop)
+            elif reindex():
+                mark_complete(meta)
+                log.info("recall keys: written by an index run; searches use them")
+        except Exception:  # noqa: BLE001 - the next start tries again
+            log.exception("recall keys: not written yet; searches keep the full filter")
 
     start("recall-key-backfill", run)

@@ -179,3 +179,24 @@ def test_backfill_resumes_and_the_full_filter_serves_until_it_is_done(brain: Bra
         assert found(brain, A1, z) == (z != zks[6])
     brain.meta.data["generation"] = 2  # a model switch serves another generation:
     assert not recall_key.complete(brain.meta.data)  # its notes are checked again first
+
+
+def test_an_index_run_keys_a_large_store_in_the_copy_it_optimizes(brain: Brain) -> None:
+    """An embedded store too large to key at open is keyed by the optimizer child in the
+    copy it optimizes (a payload written in the live store would move the note out of its
+    HNSW index): the keys arrive with the swap, then searches use them."""
+    m = brain.memory
+    with acting_as(A1):
+        zks = [m.add(f"note {i} about queues", "shop", visibility=v).note["zk_id"]
+               for i, v in enumerate(("shared", "private", "shared"))]
+    brain.store.inner.set_payload([point_id(z) for z in zks], {recall_key.FIELD: []})
+    brain.meta.set(**{recall_key.MARK: None})
+    edge = getattr(brain._guarded.inner, "inner", brain._guarded.inner)
+    recall_key.at_open(brain._guarded, brain.meta, lambda name, fn: fn(), brain._stop,
+                       reindex=lambda: brain._reindex_rewriting(edge, recall_key.REWRITE),
+                       inline_max=0)
+    assert recall_key.REWRITE in edge.rewrites_done and edge.payload_rewrite is None
+    assert recall_key.complete(brain.meta.data)
+    for p in brain.store.retrieve([point_id(z) for z in zks]):
+        assert p.payload[recall_key.FIELD] == recall_key.keys(p.payload) != []
+    assert [found(brain, A2, z) for z in zks] == [True, False, True]
