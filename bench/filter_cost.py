@@ -56,7 +56,7 @@ def run(home: Path, queries: int) -> dict[str, Any]:
         out["backfill_s"] = _wait_for_keys(brain.meta)
         m = brain.memory
         qs = synthetic_queries(queries)
-        dense = [brain.embedder.embed_query(q) for q in qs]
+        dense = [[float(x) for x in brain.embedder.embed_query(q)] for q in qs]
         sparse = [m.bm25.query(q) for q in qs]
         scopes: dict[str, Any] = {
             "none": lambda i: None,
