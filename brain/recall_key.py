@@ -23,9 +23,12 @@ and tests/test_recall_key.py checks the two agree on every state a note goes thr
 Who keeps it true: the store the brain writes through (brain/integrity.py ``GuardedStore``)
 computes the key on every upsert and on every payload change that touches an input, in the
 same write; a caller can never set it. A model switch re-stamps what it carries over
-(brain/generations/rebuild.py). A store from before keys is backfilled page by page
-(:func:`backfill`, resumable from a cursor in the store's meta record); until it records
-:data:`VERSION`, searches use the conditions themselves (brain/memory/filters.py).
+(brain/generations/rebuild.py). A store from before keys gets them once (:func:`at_open`):
+a small one, or a server, page by page (:func:`backfill`, resumable from a cursor in the
+store's meta record); a large embedded one in the copy its next index run optimizes, because
+a payload written into an HNSW-indexed segment moves the point out of it (measured: every
+vector read one by one until the next run). Until the store records :data:`VERSION` for its
+generation, searches use the conditions themselves (brain/memory/filters.py).
 """
 
 from __future__ import annotations
