@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from brain import embed_endpoints, fusion_adapt, generations, integrity, report, rerank
+from brain import embed_endpoints, fusion_adapt, generations, integrity, recall_key, report, rerank
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
@@ -150,6 +150,7 @@ class Brain:
         self.memory.citer = self.citations
         self.model_switch.attach()
         self._opened = True
+        self._recall_keys()
         self._start_thread("graph-saver", self._graph_saver)
         self._start_thread("access-stamper", self._stamper)
         # Load the model now, off the request path: the first search should not pay for it.
@@ -264,6 +265,34 @@ class Brain:
             integrity.check_graph(self.home, self.graph, raw)
         return embedder
 
+    def _recall_keys(self) -> None:
+        """A store from before recall keys gets them (brain/recall_key.py); searches keep the
+        full filter until it is done. An embedded store's notes are keyed in the copy an index
+        run optimizes, so the live one keeps its HNSW index meanwhile."""
+        s = self.settings
+        reindex = None
+        if not (s.qdrant.url or s.qdrant.local_path):
+            edge = self._guarded.inner
+            edge = getattr(edge, "inner", edge)  # under a model switch's TrackedStore
+            if not s.index.enabled or not hasattr(edge, "rewrites_done"):
+                reindex = lambda: False  # noqa: E731 - no index runs: the full filter stays
+            else:
+                reindex = functools.partial(self._reindex_rewriting, edge, recall_key.REWRITE)
+        recall_key.at_open(self._guarded, self.meta, self._start_thread, self._stop, reindex)
+
+    def _reindex_rewriting(self, edge: Any, target: str) -> bool:
+        """Run index maintenance until a run that rewrote every payload by ``target`` has
+        swapped in (a run already going on when it was asked for does not count)."""
+        edge.payload_rewrite = target
+        while not self._stop.is_set():
+            if target in edge.rewrites_done:
+                return True
+            self.index_maintenance.run("recall keys: written in the optimized copy")
+            if target in edge.rewrites_done:
+                return True
+            self._stop.wait(30)
+        return False
+
     def _endpoint(self) -> RemoteEndpoint:
         """How a remote embedding model is reached. An HF token set for the chat models
         (llm.api_key without llm.base_url) serves provider hf when it has no key of its own."""
@@ -292,6 +321,7 @@ class Brain:
 
     def _model_swapped(self, model: str) -> None:
         self.pending_model = None if self.pending_model == model else self.pending_model
+        self._recall_keys()  # the generation now served: its keys checked before they serve
         for name in ("sources", "files"):
             if name in self.__dict__:
                 getattr(self, name).use_model(model)

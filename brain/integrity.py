@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from brain import recall_key
 from brain.errors import DiskFull, StoreDamaged, StoreError, StoreLocked
 from brain.snapshot_catalog import list_snapshots
 from brain.store_meta import META_ID
@@ -314,7 +315,8 @@ def check_sample(home: Path, store: Any, seed: int | None = None) -> int:
 # ------------------------------------------------------------------------------ the wrapper
 class GuardedStore:
     """The store as the brain uses it: every write checks free space, is serialised, keeps the
-    manifest's lower bound, and can be paused (snapshots copy the files meanwhile)."""
+    manifest's lower bound and each note's recall key, and can be paused (snapshots copy
+    the files meanwhile)."""
 
     def __init__(self, inner: Any, space: SpaceGuard, manifest: Manifest) -> None:
         self.inner = inner
@@ -374,7 +376,9 @@ class GuardedStore:
             # Writes are serialised here, so the record stays a lower bound.
             known = self.manifest.points
             added = 0 if known is None else self._added(points)
-            self.inner.upsert(points)
+            # Each note's recall key is computed from the payload it is written with, in the
+            # same write: never stale, never set by a caller (brain/recall_key.py).
+            self.inner.upsert(recall_key.stamped(points))
             self._wrote(known, added)
 
     def _delete(self, gone: Callable[[], int], run: Callable[[], None]) -> None:
@@ -398,9 +402,47 @@ class GuardedStore:
             return
         with self._lock:
             self.space.check_write("update the store")
-            self.inner.set_payload(ids, payload)
-            if list(ids) != [META_ID]:  # bookkeeping (a worker's last run) is not a change
-                self.writes += 1
+            if list(ids) == [META_ID]:  # bookkeeping (a worker's last run) is not a change
+                self.inner.set_payload(ids, payload)
+                return
+            if recall_key.INPUTS.isdisjoint(payload) and recall_key.FIELD not in payload:
+                self.inner.set_payload(ids, payload)
+            else:
+                self._set_keyed(ids, payload)
+            self.writes += 1
+
+    def _set_keyed(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
+        """A change to what a recall key is computed from: each point's new key goes in the
+        same write as the change (a crash between two writes would leave a forgotten note
+        findable), one write per distinct key."""
+        payload = {k: v for k, v in payload.items() if k != recall_key.FIELD}
+        groups: dict[tuple[str, ...], list[str]] = {}
+        found = self.inner.retrieve(list(dict.fromkeys(ids)))
+        for p in found:
+            groups.setdefault(tuple(recall_key.keys({**p.payload, **payload})), []).append(p.id)
+        for want, group in groups.items():
+            self.inner.set_payload(group, {**payload, recall_key.FIELD: list(want)})
+        held = {p.id for p in found}
+        missing = [i for i in ids if i not in held]
+        if missing:  # as the store answers a change to points it does not hold
+            self.inner.set_payload(missing, payload)
+
+    def rekey(self, points: Sequence[Point]) -> int:
+        """Write the recall key of each of ``points`` (as just read) whose stored key is not
+        the one its payload gives; returns how many. The caller holds the writes
+        (:meth:`held`), so the payloads are still the stored ones."""
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for p in points:
+            want = recall_key.keys(p.payload)
+            if p.payload.get(recall_key.FIELD, []) != want:
+                groups.setdefault(tuple(want), []).append(p.id)
+        with self._lock:
+            for key, group in groups.items():
+                self.space.check_write("update the store")
+                self.inner.set_payload(group, {recall_key.FIELD: list(key)})
+        if groups:
+            self.writes += 1
+        return sum(len(g) for g in groups.values())
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:

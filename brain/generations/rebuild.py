@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from brain import recall_key
 from brain.embedder import Embedder, embed_passages
 from brain.generations.state import DirtyLog, GenerationState, Rebuild, save
 from brain.memory.core import embed_text
@@ -41,7 +42,8 @@ def dense_text(payload: dict[str, Any]) -> str | None:
 
 @dataclass
 class Reembedder:
-    """Embeds points again with one model and stamps it on them."""
+    """Embeds points again with one model and stamps it on them (and the recall key that
+    names it: brain/recall_key.py)."""
 
     embedder: Embedder
     model: str
@@ -55,7 +57,7 @@ class Reembedder:
             payload = dict(p.payload)
             if "embed_model" in payload:
                 payload["embed_model"] = self.model
-            q = Point(p.id, payload, p.dense, p.sparse)
+            q = Point(p.id, recall_key.stamp(payload), p.dense, p.sparse)
             text = dense_text(payload) if p.dense is not None else None
             if text is not None:
                 todo.append((len(out), text))
@@ -89,7 +91,7 @@ def take_over(ids: list[str], source: VectorStore, target: VectorStore,
             payload = dict(p.payload)
             if "embed_model" in payload:
                 payload["embed_model"] = reembed.model
-            copied.append(Point(i, payload, old.dense, p.sparse))
+            copied.append(Point(i, recall_key.stamp(payload), old.dense, p.sparse))
         else:
             fresh.append(p)
     before = reembed.texts_embedded

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from brain import salience, tenancy
+from brain import recall_key, salience, tenancy
 from brain.errors import InvalidArgument
 from brain.limits import (
     MAX_AGE_DAYS,
@@ -49,10 +49,8 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
     project = rf.project or (None if rf.all_projects else m.cfg.default_project)
     if project and not rf.all_projects:
         must.append(Match("project", project))
-    types = ["permanent", "fleeting"] if rf.include_fleeting else ["permanent"]
-    must.append(MatchAny("memory_type", tuple(types)))
-    if not rf.include_contextual and not set(rf.note_kinds) & set(CONTEXTUAL_KINDS):
-        must_not.append(MatchAny("note_kind", CONTEXTUAL_KINDS))
+    types = ("permanent", "fleeting") if rf.include_fleeting else ("permanent",)
+    contextual = rf.include_contextual or bool(set(rf.note_kinds) & set(CONTEXTUAL_KINDS))
     if rf.note_kinds:
         for k in rf.note_kinds:
             require_enum(k, NOTE_KINDS, "note_kind")
@@ -72,15 +70,29 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
         check_number(rf.confidence_min, "confidence_min", lo=-1, hi=1)
     if len(rf.custom) > MAX_FILTERS:
         raise InvalidArgument(f"at most {MAX_FILTERS} custom filters", field="custom")
+    for rule in rf.custom:  # a negated rule only narrows: it can never widen what is seen
+        cond, negated = _custom_condition(rule)
+        (must_not if negated else must).append(cond)
+    if rf.fingerprint_match and recall_key.complete(m.meta.data):
+        # Kind, state, model, tenancy and session records in one indexed condition: each
+        # condition is a check at every node of the HNSW walk (brain/recall_key.py).
+        ident = m.identity
+        key = recall_key.condition(ident.user_id, ident.agent_id, m.meta.model, types,
+                                   contextual=contextual, siblings=rf.include_siblings)
+        return Filter(must=(key, *must), must_not=tuple(must_not))
+    return _unkeyed(m, rf, types, contextual).and_(*must).but_not(*must_not)
+
+
+def _unkeyed(m: NoteCore, rf: RecallFilter, types: tuple[str, ...], contextual: bool) -> Filter:
+    """The conditions a recall key stands for, asked one by one: a store whose backfill is
+    not done, or a search across models (``fingerprint_match`` off)."""
+    must: list[Any] = [MatchAny("memory_type", types)]
     if rf.fingerprint_match:
         must.append(Match("embed_model", m.meta.model))
     # Private notes of sibling agents stay invisible unless asked for.
     must.extend(tenancy.conditions(m.identity, siblings=rf.include_siblings))
-    for rule in rf.custom:  # a negated rule only narrows: it can never widen what is seen
-        cond, negated = _custom_condition(rule)
-        (must_not if negated else must).append(cond)
-    base = NOTE_FILTER
-    return Filter(must=base.must + tuple(must), must_not=base.must_not + tuple(must_not))
+    must_not = () if contextual else (MatchAny("note_kind", CONTEXTUAL_KINDS),)
+    return Filter(must=NOTE_FILTER.must + tuple(must), must_not=NOTE_FILTER.must_not + must_not)
 
 
 def salience_condition(m: NoteCore, floor: float) -> Filter:
@@ -107,7 +119,7 @@ def _custom_condition(rule: dict[str, Any]) -> tuple[Any, bool]:
     if not isinstance(rule, dict) or "key" not in rule or set(rule) - _RULE_FIELDS:
         raise InvalidArgument(_RULE_SHAPES, field="custom")
     key = check_filter_key(rule["key"])
-    if key in ("kind", "forgotten", "user_id") :
+    if key in ("kind", "forgotten", "user_id", recall_key.FIELD):
         raise InvalidArgument(f"custom filters cannot override {key!r}", field="custom")
     negated = rule.get("not", False)
     if not isinstance(negated, bool):

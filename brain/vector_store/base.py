@@ -19,7 +19,7 @@ SPARSE = "bm25"
 KEYWORD_FIELDS = (
     "kind", "project", "user_id", "agent_id", "memory_type", "note_kind", "tags", "zk_id",
     "source_id", "path", "category", "file_id", "embed_model", "visibility", "content_hash",
-    "failure_signature", "chunk_hash", "parent_id", "cite_keys",
+    "failure_signature", "chunk_hash", "parent_id", "cite_keys", "recall_key",
 )
 # Keyword fields indexed as tenants: Qdrant keeps each value's points together, so a search
 # scoped to one project reads one block (measured 8.0 -> 3.2 ms for a filtered dense query,

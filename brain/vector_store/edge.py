@@ -89,6 +89,10 @@ class EdgeStore:
         self._lock_fd: int | None = None
         # Optimization: one at a time; the writes made since its copy; what it has done.
         self._optimize_lock = threading.Lock()
+        # "module:function" applied to every payload in the next optimization's copy before
+        # it is optimized (edge_swap.rewrite_payloads); the targets of the runs that swapped in.
+        self.payload_rewrite: str | None = None
+        self.rewrites_done: set[str] = set()
         self._recorded: list[tuple[str, Any]] | None = None
         self._recorded_points = 0
         self._abort = threading.Event()
@@ -313,8 +317,9 @@ class EdgeStore:
                 shard.flush()
                 _copy_tree(self.path, work)
                 self._recorded, self._recorded_points = [], 0
+                rewrite = self.payload_rewrite
             t1 = time.monotonic()
-            changed = self._run_child(work)
+            changed = self._run_child(work, rewrite)
             t2 = time.monotonic()
             # Catch up outside the locks: replay into the copy what was written so far, so the
             # swap replays only what comes in meanwhile.
@@ -330,6 +335,10 @@ class EdgeStore:
                 with self._rw.exclusive():
                     self._swap(work, recorded[caught:])
                 self._deleted_since = 0
+                if rewrite is not None:
+                    self.rewrites_done.add(rewrite)
+                    if self.payload_rewrite == rewrite:
+                        self.payload_rewrite = None
             self.last_optimize = {
                 "copy_s": round(t1 - t0, 3), "child_s": round(t2 - t1, 3),
                 "catch_up_s": round(t3 - t2, 3), "swap_s": round(time.monotonic() - t3, 3),
@@ -412,9 +421,10 @@ class EdgeStore:
         """Make a running optimization give up (the live shard is left as it is)."""
         self._abort.set()
 
-    def _run_child(self, work: Path) -> bool:
+    def _run_child(self, work: Path, rewrite: str | None = None) -> bool:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(work), str(os.getpid())],
+            [sys.executable, "-c", _CHILD, str(work), str(os.getpid()),
+             *([rewrite] if rewrite else [])],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
         )
         try:

@@ -28,6 +28,9 @@ if os.getppid() != int(sys.argv[2]):
 os.nice(10)
 import qdrant_edge as qe
 shard = qe.EdgeShard.load(sys.argv[1])
+if len(sys.argv) > 3:  # payloads rewritten in the copy first, so the run indexes them
+    from brain.vector_store.edge_swap import rewrite_payloads
+    rewrite_payloads(shard, sys.argv[3])
 changed = shard.optimize()
 shard.flush()
 shard.close()
@@ -36,6 +39,33 @@ print(int(bool(changed)))
 # Writes made during a run are kept in memory to be replayed at the swap; past this many
 # points the run is abandoned (its copy would be too stale to be worth it) and retried later.
 MAX_REPLAY_POINTS = 200_000
+
+
+def rewrite_payloads(shard: Any, target: str, page: int = 1024) -> int:
+    """Set, on every point of ``shard``, the fields ``target`` ("module:function", a function
+    of a payload returning the fields to set, or None) gives; returns how many points changed.
+    Run in the optimizer child on its copy: a payload written in an indexed segment moves the
+    point to the unindexed one, so a rewrite of every point in the live store would leave
+    searches reading every vector one by one until the next run; here the run indexes them."""
+    import importlib
+    import json
+
+    module, _, name = target.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    offset, changed = None, 0
+    while True:
+        recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=page,
+                                                     with_payload=True, with_vector=False))
+        groups: dict[str, list[Any]] = {}
+        for r in recs:
+            patch = fn(dict(r.payload or {}))
+            if patch:
+                groups.setdefault(json.dumps(patch, sort_keys=True), []).append(str(r.id))
+        for patch, ids in groups.items():
+            shard.update(qe.UpdateOperation.set_payload(ids, json.loads(patch)))
+            changed += len(ids)
+        if offset is None:
+            return changed
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
