@@ -248,3 +248,13 @@ def machine_info() -> dict[str, Any]:
         "qdrant_edge": edge,
         "load_average": list(os.getloadavg()),
     }
+
+
+def emit_json(out: Any, path: str | None) -> None:
+    """Print a one-purpose bench's figures as JSON, and write them to ``path`` (--json) too."""
+    import json
+
+    text = json.dumps(out, indent=2, default=str)
+    print(text)
+    if path:
+        Path(path).write_text(text + "\n", encoding="utf-8")

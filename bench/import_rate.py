@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import emit_json
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -120,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="brain-import-rate-") as tmp:
         out = run(args.notes, Path(tmp))
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    emit_json(out, args.json)
     return 0
 
 

@@ -39,7 +39,8 @@ WORDS = (
 
 
 class StdioPeer:
-    """One MCP server process over stdio, one request at a time."""
+    """One MCP server process over stdio, one request at a time (any line on stdout that is
+    not a JSON-RPC reply to the request is skipped)."""
 
     def __init__(self, proc: asyncio.subprocess.Process, name: str) -> None:
         self.proc = proc
@@ -57,12 +58,15 @@ class StdioPeer:
             line = await self.proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"{self.name} server exited (rc={self.proc.returncode})")
-            reply = json.loads(line)
-            if reply.get("id") != rid:
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue  # a server that prints to stdout (bench/peer.py's peer at start)
+            if not isinstance(reply, dict) or reply.get("id") != rid:
                 continue  # a notification (log, progress)
             if "error" in reply:
                 raise RuntimeError(f"{self.name}: {method} failed: {reply['error']}")
-            return reply["result"]
+            return dict(reply["result"])
 
     async def notify(self, method: str) -> None:
         assert self.proc.stdin is not None
@@ -112,13 +116,19 @@ async def _server(home: Path, model: str, name: str) -> AsyncIterator[StdioPeer]
         await peer.notify("notifications/initialized")
         yield peer
     finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 20)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await stop_child(proc, 20)
+
+
+async def stop_child(proc: asyncio.subprocess.Process, timeout: float) -> None:
+    """End a stdio server the way a client does: close its stdin, wait ``timeout`` s for it to
+    exit, then kill it."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
 
 
 def _pct(values: list[float], q: float) -> float:

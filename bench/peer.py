@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import ROOT, percentiles, rss_parts_mb
-from bench.owner import PROTOCOL
+from bench.owner import PROTOCOL, StdioPeer, stop_child
 from bench.peer_env import (
     PEER_SPEC,
     PeerUnavailable,
@@ -140,35 +140,11 @@ def distinct_queries(n: int, skip: int = 0) -> list[str]:
 
 # ---------------------------------------------------------------- the two servers
 
-class StdioServer:
-    """One MCP server process over stdio, one request at a time (any line on stdout that is
-    not a JSON-RPC reply to the request is skipped)."""
+class StdioServer(StdioPeer):
+    """bench/owner.py's stdio client, with each tool call timed."""
 
     def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
-        self.name = name
-        self.proc = proc
-        self._id = 0
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._id += 1
-        rid = self._id
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
-        await self.proc.stdin.drain()
-        while True:
-            line = await self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{self.name} server exited (rc={self.proc.returncode})")
-            try:
-                reply = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(reply, dict) or reply.get("id") != rid:
-                continue
-            if "error" in reply:
-                raise RuntimeError(f"{self.name}: {method} failed: {reply['error']}")
-            return dict(reply["result"])
+        super().__init__(proc, name)
 
     async def call(self, tool: str, args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         """(ms, result) of one tools/call; a tool error is a result with isError."""
@@ -197,13 +173,7 @@ async def start(name: str, cmd: list[str], env: dict[str, str], cwd: Path,
         await server.request("tools/list", {})
         yield server, round(time.perf_counter() - t, 2)
     finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await stop_child(proc, 30)
 
 
 def tree_memory(pid: int) -> dict[str, Any]:

@@ -23,6 +23,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench import emit_json
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -81,10 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (home / "store").is_dir():
         p.error(f"{home} holds no store (expected {home / 'store'})")
     out = asyncio.run(run(home, args.queries, json.loads(args.sections)))
-    text = json.dumps(out, indent=2, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    emit_json(out, args.json)
     return 0
 
 

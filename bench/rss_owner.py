@@ -337,7 +337,7 @@ def drop_indexes(shard: Path, on_disk: bool = False) -> int:
 async def stdio_server(home: Path) -> dict[str, Any]:
     """``python mcp_server.py`` on ``home`` with default settings: 100 searches, 20 adds, its
     RSS at rest from /proc/PID."""
-    from bench.owner import PROTOCOL, StdioPeer
+    from bench.owner import PROTOCOL, StdioPeer, stop_child
     from bench.synthetic import synthetic_notes, synthetic_queries
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRAIN__")}
@@ -383,13 +383,7 @@ async def stdio_server(home: Path) -> dict[str, Any]:
         out["libs_mapped"] = maps_libs(proc.pid)
         out["threads"] = len(os.listdir(f"/proc/{proc.pid}/task"))
     finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await stop_child(proc, 30)
     return out
 
 

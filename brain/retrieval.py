@@ -191,9 +191,14 @@ def fuse(
     # rank, so the order follows the legs' own orders. Note ids are random, so an id
     # tie-break ranked the same notes differently from one store to the next (the bench's
     # rrf row moved in the 3rd decimal between runs). No two candidates reach the id.
-    return sorted(cands.values(), key=lambda c: (
-        -c.score, min(c.ranks.values()), c.ranks.get("dense", math.inf),
-        c.ranks.get("bm25", math.inf), c.id))
+    return sorted(cands.values(), key=_order)
+
+
+def _order(c: Candidate) -> tuple[float, float, float, float, str]:
+    """Best fused score first; ties by the best leg rank, then the dense rank, the BM25 rank
+    (see :func:`fuse`)."""
+    return (-c.score, min(c.ranks.values()), c.ranks.get("dense", math.inf),
+            c.ranks.get("bm25", math.inf), c.id)
 
 
 def _score(
@@ -318,9 +323,7 @@ def with_neighbours(cands: list[Candidate], weight: float) -> list[Candidate]:
     for c in cands:
         if c.id in best:
             c.score = base[c.id] + weight * best[c.id]
-    return sorted(cands, key=lambda c: (
-        -c.score, min(c.ranks.values()), c.ranks.get("dense", math.inf),
-        c.ranks.get("bm25", math.inf), c.id))
+    return sorted(cands, key=_order)
 
 
 def _with_payloads(store: VectorStore, cands: list[Candidate]) -> list[Candidate]:
