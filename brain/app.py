@@ -514,6 +514,7 @@ class Brain:
             file_ids={str(r["id"]) for r in self.files.records.list()},
             graph_nodes=self.graph.node_ids(),
             model=self.meta.model,
+            keys_trusted=recall_key.complete(self.meta.data),
         )
 
     def _health_embedders(self) -> Embedders:

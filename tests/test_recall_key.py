@@ -200,3 +200,35 @@ def test_an_index_run_keys_a_large_store_in_the_copy_it_optimizes(brain: Brain) 
     for p in brain.store.retrieve([point_id(z) for z in zks]):
         assert p.payload[recall_key.FIELD] == recall_key.keys(p.payload) != []
     assert [found(brain, A2, z) for z in zks] == [True, False, True]
+
+
+def test_health_finds_a_key_an_older_writer_left_stale_and_repair_rewrites_it(
+    brain: Brain,
+) -> None:
+    """An older version forgets a note without knowing the key (its write goes to the store
+    underneath the wrapper): a search that trusts the key still shows the note. The integrity
+    scan reports it, and repair writes the key its payload gives, after which the search is
+    right again; a store still being keyed reports nothing (its missing keys are expected)."""
+    m = brain.memory
+    with acting_as(A1):
+        kept = m.add("the deploy runbook lives in ops/deploy.md", "shop").note["zk_id"]
+        gone = m.add("the deploy password rotates every month", "shop").note["zk_id"]
+    assert recall_key.complete(brain.meta.data)
+    brain.store.inner.set_payload([point_id(gone)], {"forgotten": True})  # the older write
+
+    def found() -> set[str]:
+        with acting_as(A1):
+            hits = m.search("deploy", 10, RecallFilter(project="shop"), stamp=False)
+        return {h["zk_id"] for h in hits}
+
+    assert gone in found()  # the hazard the check exists for
+    f = brain.health.scan(everyone=True)["findings"]["stale_recall_keys"]
+    assert f["count"] == 1 and f["sample"] == [gone]
+    with unkeyed(brain):  # a store being keyed: no finding, the full filter serves
+        assert brain.health.scan(everyone=True)["findings"]["stale_recall_keys"]["count"] == 0
+    assert brain.health.repair(dry_run=True, everyone=True)["stale_recall_keys"] == 1
+    assert gone in found()  # a dry run writes nothing
+    done = brain.health.repair(dry_run=False, everyone=True)
+    assert done["stale_recall_keys"] == 1
+    assert brain.health.scan(everyone=True)["findings"]["stale_recall_keys"]["count"] == 0
+    assert found() == {kept}

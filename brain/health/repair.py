@@ -4,6 +4,7 @@
   and from the graph cache;
 - notes missing from the graph cache: added with their links; graph nodes without a note
   (a scan over everyone only) are removed;
+- stale recall keys: each written again from its payload (brain/recall_key.py);
 - points missing their BM25 vector: encoded again from their text (the BM25 backfill);
 - points missing their dense vector, or stamped with another model: embedded again with the
   active model, when the embedder is that model (else reported, never mixed).
@@ -23,6 +24,7 @@ from typing import Any
 from brain.bm25 import BM25Encoder
 from brain.graph import LinkGraph
 from brain.health.scan import ScanResult, bm25_text
+from brain.integrity import GuardedStore
 from brain.memory.core import keyword_text
 from brain.notes import point_id
 from brain.vector_store import Point, VectorStore
@@ -61,6 +63,7 @@ def repair(
     graph_ids = f["notes_missing_from_graph"].ids
     ghosts = f["graph_nodes_missing_from_store"].ids  # only in a scan over everyone
     bm25_ids = sorted(set(f["missing_bm25"].ids))
+    key_ids = sorted(set(f["stale_recall_keys"].ids))
     dense_ids = sorted(set(f["missing_dense"].ids) | set(f["other_model"].ids))
     can_embed = emb.model == emb.store_model
     out: dict[str, Any] = {
@@ -69,6 +72,7 @@ def repair(
         "notes_missing_from_graph": len(graph_ids),
         "graph_nodes_missing_from_store": len(ghosts),
         "missing_bm25": len(bm25_ids),
+        "stale_recall_keys": len(key_ids),
         "reembed": len(dense_ids) if can_embed else 0,
         "not_repaired": {},
     }
@@ -108,6 +112,11 @@ def repair(
             graph.upsert_node(pl["zk_id"])
             graph.set_links(pl["zk_id"], list(pl.get("links", [])), dict(pl.get("link_types") or {}))
             done += 1
+    if isinstance(store, GuardedStore):  # the brain's store: the one that writes keys
+        for batch in _batches(key_ids, max(0, budget - done)):
+            with store.held():
+                store.rekey(store.retrieve(batch))  # as stored now, under the write lock
+            done += len(batch)
     for batch in _batches(bm25_ids, max(0, budget - done)):
         points = []
         for p in store.retrieve(batch, with_vectors=True):

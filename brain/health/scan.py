@@ -17,10 +17,13 @@ Findings, each reported as a count and a sample of ids (never content):
 - ``other_model``: points whose ``embed_model`` is not the store's active model;
 - ``missing_dense`` / ``missing_bm25``: points without their dense vector, or without a BM25
   vector although their text has indexable words;
-- ``missing_fields``: payloads without a field their kind requires.
+- ``missing_fields``: payloads without a field their kind requires;
+- ``stale_recall_keys``: points whose ``recall_key`` is not the one their payload gives
+  (brain/recall_key.py), checked once the store trusts its keys: an older version's write
+  leaves a key as it was, and a search trusts it.
 
 The orphan kinds are what GC deletes (gc.py); links, graph and vectors are what repair fixes
-(repair.py).
+(repair.py), recall keys included.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain import recall_key
 from brain.bm25 import BM25Encoder
 from brain.memory.core import keyword_text
 from brain.notes import REQUIRED_FIELDS, point_id
@@ -48,7 +52,7 @@ from brain.vector_store import (
 ORPHANS = ("orphan_chunks", "orphan_files", "orphan_doc_chunks", "orphan_hype")
 FINDINGS = (
     *ORPHANS, "dangling_links", "notes_missing_from_graph", "graph_nodes_missing_from_store",
-    "other_model", "missing_dense", "missing_bm25", "missing_fields",
+    "other_model", "missing_dense", "missing_bm25", "missing_fields", "stale_recall_keys",
 )
 # Kinds that carry vectors (meta and tombstones do not).
 VECTOR_KINDS = ("note", "file", "chunk", "doc_chunk", "hype")
@@ -76,6 +80,10 @@ class Records:
     # reset (the next sync compares every file) or a first sync runs: a file point missing
     # from an unfinished list is not an orphan, or GC would delete what the next sync keeps.
     states_complete: Callable[[str], bool] = lambda sid: True
+    # Whether searches trust the recall keys (brain/recall_key.py: every note was keyed for
+    # this generation). Only then is a key that its payload does not give a finding: a store
+    # still being keyed has notes without one by design.
+    keys_trusted: bool = False
 
 
 @dataclass(slots=True)
@@ -168,6 +176,10 @@ def scan(
             res.by_model[model] += 1
             if model != records.model:
                 f["other_model"].add(_shown(p.id, pl), p.id, sample)
+        if records.keys_trusted and recall_key.patch(pl) is not None:
+            # A key another writer left stale (an older version's forget or visibility
+            # change): a search would show a forgotten note or another user's private one.
+            f["stale_recall_keys"].add(_shown(p.id, pl), p.id, sample)
         missing = [k for k in REQUIRED_BY_KIND.get(kind, ()) if k not in pl]
         if missing:
             f["missing_fields"].add(f"{_shown(p.id, pl)}: {', '.join(missing[:5])}", p.id, sample)
