@@ -94,12 +94,12 @@ def keys(payload: Mapping[str, Any]) -> list[str]:
 
 
 def stamp(payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` with its key set (in place); a point that gets none carries none."""
+    """``payload`` with its key set (in place); a point that gets none carries none, or an
+    empty one where its payload named the field (as a forget leaves it: a payload change
+    cannot remove a field, so an exported forgotten note comes back as it was)."""
     want = keys(payload)
-    if want:
+    if want or FIELD in payload:
         payload[FIELD] = want
-    else:
-        payload.pop(FIELD, None)
     return payload
 
 
