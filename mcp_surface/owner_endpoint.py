@@ -128,13 +128,27 @@ class OwnerEndpoint:
             data = await anyio.to_thread.run_sync(self.status_report)
             return JSONResponse(data)
 
-        @sibling.custom_route("/model", methods=["POST"])
-        async def model(request: Request) -> JSONResponse:
-            """``brain model ...`` while this process owns the data dir (owner token only)."""
+        async def owner_body(request: Request) -> dict[str, Any] | JSONResponse:
+            """The JSON object a ``brain`` command posts, once its owner token is checked; a
+            refusal (401, or 400 for a body that is not a JSON object) otherwise."""
             auth = request.headers.get("authorization", "")
             if not own.same_token(auth.removeprefix("Bearer ").strip(), verifier.token):
                 return JSONResponse({"error": "unauthorized"}, status_code=401)
-            body = await request.json()
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                return JSONResponse({"error": "INVALID_ARGUMENT",
+                                     "message": "the body must be a JSON object"}, status_code=400)
+            return body
+
+        @sibling.custom_route("/model", methods=["POST"])
+        async def model(request: Request) -> JSONResponse:
+            """``brain model ...`` while this process owns the data dir (owner token only)."""
+            body = await owner_body(request)
+            if isinstance(body, JSONResponse):
+                return body
             try:
                 data = await anyio.to_thread.run_sync(lambda: run_command(
                     self.state.brain.model_switch, str(body.get("command", "")),
@@ -148,10 +162,9 @@ class OwnerEndpoint:
         async def import_export(request: Request) -> JSONResponse:
             """``brain import FILE`` while this process owns the data dir (owner token only):
             the import runs here, batched as the bulk path is, while the server serves."""
-            auth = request.headers.get("authorization", "")
-            if not own.same_token(auth.removeprefix("Bearer ").strip(), verifier.token):
-                return JSONResponse({"error": "unauthorized"}, status_code=401)
-            body = await request.json()
+            body = await owner_body(request)
+            if isinstance(body, JSONResponse):
+                return body
             maintenance = self.state.brain.maintenance
             try:
                 data = await anyio.to_thread.run_sync(lambda: maintenance.import_jsonl(
