@@ -22,7 +22,7 @@ from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brain import rerank, tenancy  # noqa: E402
+from brain import heap, rerank, tenancy  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
 from brain.identity import acting_as  # noqa: E402
@@ -58,7 +58,7 @@ from mcp_surface.recall import (  # noqa: E402
     RecallFilters,
     search_notes,
 )
-from mcp_surface.text_guard import ValidText, as_text  # noqa: E402
+from mcp_surface.text_guard import ValidText  # noqa: E402
 from mcp_surface.tool_errors import CodedToolError, StructuredErrors  # noqa: E402
 
 log = logging.getLogger("brain.mcp")
@@ -145,9 +145,12 @@ def create_server(
         caller = tenancy.caller(tenancy.settings_identity(b.settings))
         try:
             with acting_as(caller):  # worker threads inherit it: anyio copies the context
-                return as_text(await anyio.to_thread.run_sync(functools.partial(_gated, fn, b)))
+                # The result is made valid text where it is written (LeanTool.convert_result).
+                return await anyio.to_thread.run_sync(functools.partial(_gated, fn, b))
         except BrainError as exc:
             raise CodedToolError.of(exc) from exc
+        finally:
+            heap.touch()  # the store's mapped pages are given back once calls stop
 
     @tool(mcp, WRITE, out.WRITTEN)
     async def add_memory(

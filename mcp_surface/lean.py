@@ -19,12 +19,16 @@ The figures are in BENCHMARKS.md (``python -m bench --only surface``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
+from fastmcp.tools.base import ToolResult
 from fastmcp.tools.function_tool import FunctionTool
+from mcp.types import TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from mcp.types import ToolAnnotations
+
+from mcp_surface.text_guard import as_text
 
 _NULL = {"type": "null"}
 
@@ -40,13 +44,42 @@ DESTRUCTIVE = ToolAnnotations(destructiveHint=True, openWorldHint=False)
 
 
 class LeanTool(FunctionTool):
-    """A function tool listed without a generated title or fastmcp's tag block."""
+    """A function tool listed without a generated title or fastmcp's tag block, whose result
+    is made valid text (:func:`as_text`) and written as JSON once."""
 
     def to_mcp_tool(self, **overrides: Any) -> MCPTool:
         listed = super().to_mcp_tool(**overrides)
         listed.title = None
         listed.meta = None
         return listed
+
+    def convert_result(self, raw_value: Any) -> ToolResult:
+        """A JSON object result as text content and structured content from one
+        ``json.dumps``. fastmcp's own conversion serializes a dict three times and parses it
+        once (~1 ms of a 14 ms search at 1,000 notes); anything else (a value json cannot
+        write, an output schema that wraps) goes that way, made valid text first."""
+        wraps = (self.output_schema or {}).get("x-fastmcp-wrap-result")
+        if isinstance(raw_value, dict) and not wraps:
+            text = _json_text(raw_value)
+            if text is None:
+                raw_value = as_text(raw_value)
+                text = _json_text(raw_value)
+            if text is not None:  # structured: exactly what the text says (tuples as lists)
+                return ToolResult(content=[TextContent(type="text", text=text)],
+                                  structured_content=json.loads(text))
+        return super().convert_result(as_text(raw_value))
+
+
+def _json_text(value: dict[str, Any]) -> str | None:
+    """Compact JSON of ``value`` (as pydantic writes it), or None when it is not plain JSON
+    data or holds a string that is not valid UTF-8 text (a lone surrogate)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        return None
+    return text
+
 
 
 def tool(

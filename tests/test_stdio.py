@@ -78,3 +78,48 @@ def test_brain_processes_load_models_without_progress_bars(tmp_path: Path) -> No
                              capture_output=True, text=True, cwd=str(ROOT), timeout=120,
                              env={**env, "PYTHONPATH": str(ROOT)}, check=True)
         assert out.stdout.split() == ["EmptyTqdm", "False", "1"], (when, out.stdout, out.stderr)
+
+
+def _requests(*msgs: dict[str, object] | str) -> str:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    return "".join((m if isinstance(m, str) else json.dumps(m)) + "\n"
+                   for m in (init, done, *msgs))
+
+
+def test_files_as_stdin_and_stdout_are_served_by_the_sdk_transport(home: Path,
+                                                                   tmp_path: Path) -> None:
+    """Regular files cannot be read on the event loop (pipe_stdio_server); the SDK's
+    threaded transport serves them, with the same answers."""
+    requests, replies = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    requests.write_text(_requests({"jsonrpc": "2.0", "id": 2, "method": "ping"}, "not json"))
+    with open(requests, "rb") as fin, open(replies, "wb") as fout:
+        proc = subprocess.run([sys.executable, str(ROOT / "mcp_server.py")], stdin=fin,
+                              stdout=fout, stderr=subprocess.PIPE, timeout=120, env=_env(home),
+                              cwd=str(ROOT))
+    got = {m["id"]: m for m in map(json.loads, replies.read_text().splitlines())}
+    assert set(got) == {1, 2, None}, proc.stderr[-2000:]  # None: the line that is not JSON
+    assert got[2]["result"] == {} and got[None]["error"]["code"] == -32700
+
+
+async def test_a_line_past_the_limit_is_answered_and_the_next_one_read() -> None:
+    """The event-loop reader skips a line longer than its limit, hands the screen an error
+    for it (answered -32700), and reads the next line whole."""
+    import asyncio
+
+    import anyio
+
+    from mcp_surface.stdio_guard import Inbound, _read_lines
+
+    reader = asyncio.StreamReader(limit=64)
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 7, "method": "' + b"x" * 500 + b'"}\n')
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 8, "method": "ping"}\n')
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 9, "method": "ping"}')  # no final newline
+    reader.feed_eof()
+    send, receive = anyio.create_memory_object_stream[Inbound](10)
+    await _read_lines(reader, send)
+    got = [item async for item in receive]
+    assert isinstance(got[0], ValueError) and "longer than" in str(got[0])
+    assert [getattr(getattr(m, "message", None), "id", None) for m in got[1:]] == [8, 9]

@@ -1,0 +1,116 @@
+"""The store's mapped file pages are given back (brain/heap.py) without losing a byte."""
+
+from __future__ import annotations
+
+import mmap
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from brain import heap
+from brain.bm25 import BM25Encoder
+from brain.vector_store import Match, Point
+from brain.vector_store.base import Filter
+from brain.vector_store.edge import EdgeStore
+
+DIM = 16
+bm25 = BM25Encoder()
+
+
+def _mapped_rss_kb(root: Path) -> int:
+    """Resident kB of this process's mappings of files under ``root`` (/proc/self/smaps)."""
+    prefix, inside, total = str(root.resolve()) + "/", False, 0
+    with open("/proc/self/smaps", encoding="utf-8") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=5)
+            if "-" in head[0] and len(head) >= 5 and head[0][0] != "R":
+                inside = len(head) == 6 and head[5].strip().startswith(prefix)
+            elif inside and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+def _points(n: int, offset: int = 0) -> list[Point]:
+    rng = np.random.default_rng(offset)
+    out = []
+    for i in range(offset, offset + n):
+        v = rng.normal(size=DIM)
+        out.append(Point(str(uuid.UUID(int=i + 1)), {"kind": "note", "project": f"p{i % 3}",
+                                                     "n": i},
+                         (v / np.linalg.norm(v)).tolist(), bm25.document(f"note number {i}")))
+    return out
+
+
+def test_an_open_store_holds_few_of_its_mapped_pages_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shard"
+    store = EdgeStore(path)
+    store.open(DIM)
+    store.upsert(_points(300))
+    store.close()
+
+    store = EdgeStore(path)
+    store.open(DIM)  # Edge reads ~170 MB of preallocated index, vector and WAL pages in
+    try:
+        assert _mapped_rss_kb(path) < 16 * 1024
+        # Every point is still there and searchable, and a write after the release lands.
+        hits = store.query_dense(_points(1, offset=7)[0].dense or [], Filter(
+            must=(Match("project", "p1"),)), limit=5)
+        assert len(hits) == 5 and all(h.payload["project"] == "p1" for h in hits)
+        store.upsert(_points(10, offset=300))
+        heap.release_files()
+        assert store.count() == 310
+        assert {p.payload["n"] for p in store.retrieve([_points(1, offset=305)[0].id])} == {305}
+    finally:
+        store.close()
+    store = EdgeStore(path)
+    store.open(DIM)
+    try:
+        assert store.count() == 310  # what was written around the releases is durable
+    finally:
+        store.close()
+
+
+def test_private_mappings_and_unwatched_files_are_left_alone(tmp_path: Path) -> None:
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    data = watched / "data.bin"
+    data.write_bytes(b"\0" * mmap.PAGESIZE * 4)
+    with open(data, "r+b") as fh:
+        private = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_PRIVATE)
+        shared = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED)
+    try:
+        private[:5] = b"local"  # exists only in this process: a release would zero it
+        shared[mmap.PAGESIZE : mmap.PAGESIZE + 6] = b"shared"
+        heap.watch_files(watched)
+        assert heap.release_files() >= 1
+        assert private[:5] == b"local"
+        assert shared[mmap.PAGESIZE : mmap.PAGESIZE + 6] == b"shared"  # read back from the file
+        heap.unwatch_files(watched)
+        private.close()
+        assert shared[0] == 0  # maps a page again
+        heap.release_files()
+        assert _mapped_rss_kb(watched) > 0  # no longer watched: kept
+    finally:
+        heap.unwatch_files(watched)
+        private.close()
+        shared.close()
+
+
+def test_pages_a_burst_mapped_are_given_back_once_calls_stop(tmp_path: Path) -> None:
+    path = tmp_path / "shard"
+    store = EdgeStore(path)
+    store.open(DIM)
+    try:
+        store.upsert(_points(2000))  # the WAL's and the segment's pages are mapped in
+        for p in _points(50, offset=3000):
+            store.query_dense(p.dense or [], None, limit=10)
+        busy = _mapped_rss_kb(path)
+        assert busy > 512
+        heap.touch()
+        time.sleep(heap.IDLE_S * 2.5)
+        assert _mapped_rss_kb(path) < busy / 4
+        assert store.count() == 2000
+    finally:
+        store.close()
