@@ -566,7 +566,7 @@ class Brain:
         if self.graph.load(self.meta.graph_seq):
             log.info("graph cache loaded: %s", self.graph.stats())
             return
-        notes = [p.payload for p in scroll_all(self.store, Filter(must=(Match("kind", "note"),)))]
+        notes = (p.payload for p in scroll_all(self.store, Filter(must=(Match("kind", "note"),))))
         self.graph.rebuild(notes, self.meta.graph_seq)
         self.graph.save()
         log.info("graph rebuilt from the store: %s", self.graph.stats())

@@ -391,7 +391,7 @@ class MaintenanceService:
     def _rebuild_graph(self) -> None:
         self.store.flush()
         self.meta.mark_graph_dirty()
-        notes = [p.payload for p in self.note_points() if isinstance(p.payload.get("zk_id"), str)]
+        notes = (p.payload for p in self.note_points() if isinstance(p.payload.get("zk_id"), str))
         self.graph.rebuild(notes, self.meta.graph_seq)
         self.save_graph()
 

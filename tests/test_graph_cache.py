@@ -3,11 +3,12 @@ tenth of the time however large it grows (the saver's pause follows the last sav
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from brain.graph import SAVE_SHARE, LinkGraph
+from brain.graph import SAVE_SHARE, LinkGraph, NoteIds
 
 
 def _graph(path: Path, n: int) -> LinkGraph:
@@ -43,11 +44,11 @@ def test_a_note_without_links_costs_no_graph_node(tmp_path: Path) -> None:
     g = LinkGraph(tmp_path / "graph.json")
     g.rebuild([{"zk_id": "a", "links": ["b"]}, {"zk_id": "b"}, {"zk_id": "c"},
                {"zk_id": "d", "links": ["gone"]}], seq=1)
-    assert set(g.g.nodes) == {"a", "b"} and g.notes == {"a", "b", "c", "d"}
+    assert set(g.g.nodes) == {"a", "b"} and set(g.notes) == {"a", "b", "c", "d"}
     assert g.stats() == {"nodes": 4, "edges": 1} and "c" in g and "gone" not in g
     g.upsert_node("e")
     g.set_links("f", [], {})  # a note written with no links
-    assert set(g.g.nodes) == {"a", "b"} and {"e", "f"} <= g.notes
+    assert set(g.g.nodes) == {"a", "b"} and {"e", "f"} <= set(g.notes)
     g.set_links("e", ["x"], {"x": "supports"})  # a link to an id the store does not hold
     assert g.node_ids() == {"a", "b", "c", "d", "e", "f", "x"}
     assert not g.isolated_target("x") and not g.isolated_target("a")
@@ -59,8 +60,6 @@ def test_a_note_without_links_costs_no_graph_node(tmp_path: Path) -> None:
 
 
 def test_a_cache_of_the_old_format_is_rebuilt(tmp_path: Path) -> None:
-    import json
-
     path = tmp_path / "graph.json"
     path.write_text(json.dumps({"version": 1, "seq": 3, "edges": [],
                                 "nodes": [{"id": "a", "title": "t", "project": "p"}]}))
@@ -68,4 +67,29 @@ def test_a_cache_of_the_old_format_is_rebuilt(tmp_path: Path) -> None:
     g = _graph(path, 3)
     g.save()
     again = LinkGraph(path)
-    assert again.load(7) and again.notes == {"n0", "n1", "n2"} and again.edges() == g.edges()
+    assert again.load(7) and set(again.notes) == {"n0", "n1", "n2"} and again.edges() == g.edges()
+
+
+def test_note_ids_hold_a_note_in_four_bytes_and_answer_like_a_set(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(NoteIds, "MERGE_AT", 8)  # merges happen within the test
+    ids = [f"ZK-{i * 7919:08X}" for i in range(100_000)]
+    held = NoteIds([*ids, "legacy-id"])
+    assert held._base.nbytes == 4 * 100_000 and len(held) == 100_001
+    mirror = {*ids, "legacy-id"}
+    for i in range(40):  # adds and removals across several merges
+        new, old = f"ZK-{0xFFFF0000 + i:08X}", ids[i * 3]
+        held.add(new)
+        held.discard(old)
+        held.discard("never-held")
+        mirror.add(new)
+        mirror.discard(old)
+        assert new in held and old not in held
+    held.add(ids[3])  # removed above, back again
+    mirror.add(ids[3])
+    assert len(held) == len(mirror) and set(held) == mirror
+    assert "ZK-0000000a" not in held  # lowercase hex is not a note id of ours
+    held.add("ZK-0000000a")
+    assert "ZK-0000000a" in held and "ZK-0000000A" not in held
+    again = NoteIds.load(json.loads(json.dumps(held.dump())))
+    assert set(again) == set(held) and len(again) == len(held)
