@@ -465,9 +465,10 @@ class IndexSettings(_Section):
     max_segments: int = Field(16, ge=1, description="Optimize when the store has more segments")
     max_deleted_share: float = Field(0.2, gt=0, le=1, description="Optimize when deleted points "
                                      "exceed this share of all")
-    quantization: Literal["none", "int8"] = Field("none", description="Dense vector "
-        "quantization of a new store (int8: scalar in RAM, originals on disk for rescoring); "
-        "an existing store keeps its own until health_quantization switches it")  # fmt: skip
+    quantization: Literal["none", "int8"] = Field("int8", description="Dense vector "
+        "quantization of a new store (int8: searched as int8, rescored with the originals on "
+        "disk; none: float32 only); an existing store keeps its own until "
+        "health_quantization switches it")  # fmt: skip
 
 
 class StorageSettings(_Section):

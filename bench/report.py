@@ -146,6 +146,7 @@ def speed_section(data: dict[str, Any]) -> str:
                 _ms(r.get("query_embedding_ms")),
                 r.get("bulk_notes_per_s"),
                 r.get("time_to_indexed_s"),
+                r.get("rss_after_calls_mb"),
                 r.get("rss_at_rest_mb"),
                 r.get("peak_rss_mb"),
                 r.get("disk_mb"),
@@ -166,7 +167,8 @@ def speed_section(data: dict[str, Any]) -> str:
                 "query embedding (floor)",
                 "bulk notes/s",
                 "s until indexed",
-                "RSS at rest MB",
+                "RSS right after the calls MB",
+                "RSS at rest MB (3 s later)",
                 "peak RSS MB (the bench process)",
                 "store disk MB",
             ],
@@ -195,7 +197,8 @@ def speed_section(data: dict[str, Any]) -> str:
                 f"{_ms(rst.get('search_all_ms'))}, (1 project) "
                 f"{_ms(rst.get('search_project_ms'))}, deep_search "
                 f"{_ms(rst.get('deep_search_ms'))}, add_memory {_ms(rst.get('add_memory_ms'))}; "
-                f"RSS at rest {rst.get('rss_at_rest_mb')} MB."
+                f"RSS right after the calls {rst.get('rss_after_calls_mb')} MB, at rest "
+                f"(3 s later) {rst.get('rss_at_rest_mb')} MB."
             )
             out.extend(_side_by_side(r, rst))
             mem = rst.get("rss_parts_mb") or {}

@@ -25,6 +25,8 @@ from typing import Any
 
 from bench import emit_json
 
+REST_S = 3.0  # idle before "at rest" is read: what bench/peer.py waits, 3x brain.heap.IDLE_S
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -64,6 +66,12 @@ async def run(home: Path, queries: int,
         # Where a search's time goes (bench/search_stages.py), all projects and one.
         out["stages_all_projects"] = await stages(brain, glob[:100])
         out["stages_one_project"] = await stages(brain, scoped[:100])
+        # Right after the calls (the pages they mapped still counted), then at rest: after
+        # REST_S without a call, as a server between an agent's turns (brain/heap.py gives
+        # the store's mapped pages back once calls stop).
+        out["rss_after_calls_mb"] = rss_mb()
+        out["rss_parts_after_calls_mb"] = rss_parts_mb(home)
+        await asyncio.sleep(REST_S)
         out["rss_at_rest_mb"] = rss_mb()
         out["rss_parts_mb"] = rss_parts_mb(home)
         return out

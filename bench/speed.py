@@ -44,6 +44,7 @@ from bench import (
     rss_mb,
     tool_names,
 )
+from bench.restart import REST_S
 from bench.synthetic import synthetic_notes, synthetic_queries
 from bench.vector_cache import VectorCache
 from brain.embedder import embed_passages
@@ -229,6 +230,8 @@ async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, An
             row["index_after_timed"] = _index(brain)
             # What a server holding this store needs at rest (model, vectors, graph, caches);
             # the peak below also counts the bulk import and every scale run before it.
+            row["rss_after_calls_mb"] = rss_mb()
+            await asyncio.sleep(REST_S)  # as bench/restart.py reads it: after an idle spell
             row["rss_at_rest_mb"] = rss_mb()
             row["disk_mb"] = round(store_bytes(brain.store) / 2**20, 1)
             alt = None if ctx.quick else _other_backend(ctx)

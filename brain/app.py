@@ -151,6 +151,7 @@ class Brain:
         self.model_switch.attach()
         self._opened = True
         self._recall_keys()
+        self._stale_indexes()
         self._start_thread("graph-saver", self._graph_saver)
         self._start_thread("access-stamper", self._stamper)
         # Load the model now, off the request path: the first search should not pay for it.
@@ -279,6 +280,18 @@ class Brain:
             else:
                 reindex = functools.partial(self._reindex_rewriting, edge, recall_key.REWRITE)
         recall_key.at_open(self._guarded, self.meta, self._start_thread, self._stop, reindex)
+
+    def _stale_indexes(self) -> None:
+        """A large embedded store whose payload indexes an older version built (in RAM, with
+        HNSW links for every field) gets them built as declared in an index run's copy, now,
+        off the request path; a small one had them rebuilt as it opened."""
+        edge = getattr(self._guarded.inner, "inner", self._guarded.inner)
+        if getattr(edge, "indexes_stale", False) and self.settings.index.enabled:
+            self._start_thread("index-rebuild", self._rebuild_stale_indexes)
+
+    def _rebuild_stale_indexes(self) -> None:
+        self.index_maintenance.run("payload indexes built otherwise than declared: rebuilt "
+                                   "in the optimized copy")
 
     def _reindex_rewriting(self, edge: Any, target: str) -> bool:
         """Run index maintenance until a run that rewrote every payload by ``target`` has

@@ -62,9 +62,10 @@ def _empty_shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Creating the ~25 indexes costs about a second per store; copying this template into each
     test's home keeps the per-test store real (same code, same files) without that cost."""
     from brain.vector_store.edge import EdgeStore
+    from config import IndexSettings
 
     path = tmp_path_factory.mktemp("template") / "shard"
-    store = EdgeStore(path)
+    store = EdgeStore(path, quantization=IndexSettings().quantization)  # as a new store is
     store.open(384)
     store.close()
     return path

@@ -55,7 +55,7 @@ async def test_missing_and_different_indexes_are_reported_and_rebuilt(
     assert not rep["ok"]
     assert rep["payload_indexes"]["missing"] == ["kind"]
     assert rep["payload_indexes"]["different"] == [
-        {"field": "path", "have": "float", "want": "keyword"}]
+        {"field": "path", "have": "float", "want": "keyword on-disk no-hnsw"}]
     assert any("health_rebuild_indexes" in f for f in rep["fix"])
     # The dry run (the default) lists and changes nothing.
     dry = (await client.call_tool("health_rebuild_indexes", {})).structured_content
@@ -68,8 +68,8 @@ async def test_missing_and_different_indexes_are_reported_and_rebuilt(
     clean = (await client.call_tool("health_collection", {})).structured_content
     assert clean["ok"], clean
     have = brain.store.payload_indexes()
-    assert have["kind"] == "keyword" and have["path"] == "keyword"
-    assert have["project"] == "keyword:tenant"
+    assert have["kind"] == "keyword on-disk" and have["path"] == "keyword on-disk no-hnsw"
+    assert have["project"] == "keyword:tenant on-disk"
     # The rebuilt index answers filters.
     brain.memory.add("a note about index rebuilds", "p")
     assert brain.memory.search("index rebuilds", 5, RecallFilter(project="p"))
@@ -78,20 +78,21 @@ async def test_missing_and_different_indexes_are_reported_and_rebuilt(
 async def test_overlapping_runs_get_action_in_progress(client: Any, brain: Brain) -> None:
     with brain.health._exclusive("gc", "someproject", "test"):  # a run holds one project
         for tool, args in (("health_rebuild_indexes", {"dry_run": False}),
-                           ("health_quantization", {"mode": "int8", "dry_run": False})):
+                           ("health_quantization", {"mode": "none", "dry_run": False})):
             res = await client.call_tool(tool, args, raise_on_error=False)
             assert res.is_error, tool
             assert res.structured_content["error"]["code"] == "ACTION_IN_PROGRESS"
-    assert brain.store.quantization() == "none"
+    assert brain.store.quantization() == "int8"  # a new store's, unchanged
 
 
 @pytest.fixture
 def indexed_brain(settings: Settings, clock: ManualClock, _empty_shard: Path) -> Iterator[Brain]:
     """A brain whose store builds HNSW segments from 64 vectors on (so a switch has segments
-    to rebuild), with 400 notes optimized into one."""
+    to rebuild), with 400 notes optimized into one; a store and a setting of no
+    quantization, which the tests switch."""
     settings.embedding.model = "offline/hash-384"
     settings.index.min_unindexed = 64
-    _seed_store(settings, _empty_shard)
+    settings.index.quantization = "none"
     b = Brain(settings, embedder=hash_embedder(), clock=clock).open()
     try:
         bulk_add(b.memory, [f"note {i} about the parser cache and queue {i * 7}"
@@ -243,5 +244,5 @@ def test_cli_collection_report_and_rebuild(
     assert rc == 0 and done["rebuilt"] and done["started_by"] == "cli"
     rc, rep = cli("health", "collection")
     assert rc == 0 and rep["ok"]
-    rc, q = cli("health", "quantization", "--mode", "int8")
+    rc, q = cli("health", "quantization", "--mode", "none")  # a new store is int8
     assert rc == 0 and q["dry_run"] and q["would_change"]

@@ -64,6 +64,10 @@ from brain.vector_store.edge_swap import (
     points_of,
 )
 
+# Up to this many points an index built otherwise than declared is built again in the live
+# store when it opens (milliseconds); above, in the next optimization's copy.
+REBUILD_IN_PLACE_MAX = 20_000
+
 
 class EdgeStore:
     backend = "qdrant-edge"
@@ -97,6 +101,8 @@ class EdgeStore:
         self._recorded_points = 0
         self._abort = threading.Event()
         self._deleted_since = 0  # points deleted since open or the last optimization
+        # An index built otherwise than declared waits for the next optimization's copy.
+        self.indexes_stale = False
         # The steps of the last optimization, seconds: copy (writes wait), child, swap (reads
         # and writes wait), and how many points were replayed (in all, and by the swap).
         self.last_optimize: dict[str, float] = {}
@@ -160,10 +166,15 @@ class EdgeStore:
         dense = qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine,
                                     quantization_config=cv.quantization_config(mode),
                                     on_disk=cv.originals_on_disk(mode))
+        # The BM25 index and the id tracker of indexed segments memory-mapped (cold), not on
+        # the heap: at 100,000 notes these were most of the 52 MB the shard still held there
+        # with its payload indexes on disk (32 MB with them mapped; BENCHMARKS.md, Footprint).
         return qe.EdgeConfig(
             vectors={DENSE: dense},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf,
+                                                              memory=qe.Memory.Cold)},
             optimizers=optimizers,
+            id_tracker_memory=qe.Memory.Cold,
         )
 
     def _persisted(self) -> dict[str, Any] | None:
@@ -231,7 +242,7 @@ class EdgeStore:
             raise StoreError(f"cannot open Qdrant Edge shard at {self.path}: {exc}") from exc
 
     def declared_indexes(self) -> dict[str, str]:
-        return declared_indexes(cv.SHADOW)
+        return declared_indexes(cv.SHADOW, tiers=True)
 
     def payload_indexes(self) -> dict[str, str]:
         with self._rw.reading():
@@ -247,23 +258,33 @@ class EdgeStore:
         self._update(qe.UpdateOperation.create_field_index(name, cv.index_params(want)))
 
     def ensure_indexes(self) -> int:
-        """Create the payload indexes that are missing; returns how many were created."""
+        """Create the payload indexes that are missing; returns how many were created. One
+        an older version built (in RAM, or with HNSW links: ``edge_convert.retiered``) is
+        built again here on a small store; on a larger one, in the next optimization's copy
+        (``indexes_stale`` says one is due). One of another schema is only reported
+        (brain/health/collection.py)."""
         shard = self._require()
         schema = shard.info().payload_schema
-        have = set(schema)
-        wanted = [(n, cv.index_params(k)) for n, k in self.declared_indexes().items()]
+        have = {name: cv.schema_name(info) for name, info in schema.items()}
         created = 0
         for name in TENANT_FIELDS:
             # A store from before tenant indexes: rebuild the index as a tenant index (the
             # points are regrouped by the next optimize()).
-            info = schema.get(name)
-            if info is not None and not getattr(info.params, "is_tenant", False):
+            if name in have and not have[name].startswith("keyword:tenant"):
                 self._update(qe.UpdateOperation.delete_field_index(name))
-                have.discard(name)
-        for name, kind in wanted:
+                del have[name]
+        small = int(shard.info().points_count) <= REBUILD_IN_PLACE_MAX
+        stale = False
+        for name, want in self.declared_indexes().items():
             if name not in have:
-                self._update(qe.UpdateOperation.create_field_index(name, kind))
+                self._update(qe.UpdateOperation.create_field_index(name, cv.index_params(want)))
                 created += 1
+            elif cv.retiered(have[name], want) and not small:
+                stale = True
+            elif cv.retiered(have[name], want):
+                self._update(qe.UpdateOperation.delete_field_index(name))
+                self._update(qe.UpdateOperation.create_field_index(name, cv.index_params(want)))
+        self.indexes_stale = stale
         return created
 
     # -- index maintenance ------------------------------------------------------------------
@@ -338,6 +359,7 @@ class EdgeStore:
                 with self._rw.exclusive():
                     self._swap(work, recorded[caught:])
                 self._deleted_since = 0
+                self.indexes_stale = False  # the child built them as declared
                 if rewrite is not None:
                     self.rewrites_done.add(rewrite)
                     if self.payload_rewrite == rewrite:

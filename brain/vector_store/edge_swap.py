@@ -27,7 +27,12 @@ if os.getppid() != int(sys.argv[2]):
     sys.exit(3)  # the parent died before the line above took effect
 os.nice(10)
 import qdrant_edge as qe
+from brain.vector_store.base import declared_indexes
+from brain.vector_store.edge_convert import SHADOW, reconcile_indexes
 shard = qe.EdgeShard.load(sys.argv[1])
+# Indexes a store holds built otherwise than declared (an older version's) are built again
+# here, on the copy: at 1,000,000 notes each one reads every point.
+reconcile_indexes(shard, declared_indexes(SHADOW, tiers=True))
 if len(sys.argv) > 3:  # payloads rewritten in the copy first, so the run indexes them
     from brain.vector_store.edge_swap import rewrite_payloads
     rewrite_payloads(shard, sys.argv[3])
