@@ -53,6 +53,7 @@ from brain.vector_store.base import (
 log = logging.getLogger(__name__)
 
 MANIFEST = "store_manifest.json"
+LAZY_S = 2.0  # how often, at most, a growing count is rewritten (Manifest.save)
 # Files whose presence shows that a brain lived in a data dir (besides the manifest).
 BRAIN_MARKERS = ("sources.db", "files/files.db")
 SAMPLE_WINDOWS = 4  # scroll windows read at start, each from a random point id
@@ -164,7 +165,9 @@ class Manifest:
     def __init__(self, home: Path, location: str | None) -> None:
         self.path = Path(home) / MANIFEST
         self.location = location
-        self.points: int | None = None
+        self.points: int | None = None  # the record (the file may lag behind a growth)
+        self._written: int | None = None
+        self._written_at = -LAZY_S
 
     def load(self) -> dict[str, Any] | None:
         try:
@@ -176,17 +179,33 @@ class Manifest:
             return None
         return data if isinstance(data, dict) else None
 
-    def save(self, points: int) -> None:
+    def save(self, points: int, lazy: bool = False) -> None:
+        """Record ``points``. ``lazy`` (a count that grew): the file is rewritten at most
+        every ``LAZY_S`` (and by :meth:`flush`); a file that lags behind a growing store is
+        still a lower bound, and the rewrite cost ~5 ms of an add_memory. A count that falls
+        is always written before the store drops the points."""
         if self.location is None:
             return
-        data = {"version": 1, "location": self.location, "points": int(points),
+        self.points = int(points)
+        if lazy and time.monotonic() - self._written_at < LAZY_S:
+            return
+        self._write()
+
+    def flush(self) -> None:
+        if self.location is not None and self.points is not None and \
+                self.points != self._written:
+            self._write()
+
+    def _write(self) -> None:
+        assert self.points is not None
+        data = {"version": 1, "location": self.location, "points": self.points,
                 "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh)
         os.replace(tmp, self.path)  # atomic: a crash leaves the old record or the new one
-        self.points = int(points)
+        self._written, self._written_at = self.points, time.monotonic()
 
 
 # ------------------------------------------------------------------------------ checks
@@ -347,7 +366,7 @@ class GuardedStore:
         if points == self.manifest.points:
             return
         try:
-            self.manifest.save(points)
+            self.manifest.save(points, lazy=points > (self.manifest.points or 0))
         except OSError as exc:  # the record stays low: safe, only less precise
             log.warning("cannot update the store manifest: %s", exc)
 
@@ -513,3 +532,7 @@ class GuardedStore:
     def close(self) -> None:
         with self._lock:
             self.inner.close()
+            try:
+                self.manifest.flush()
+            except OSError as exc:  # the file keeps a lower count: safe, only less precise
+                log.warning("cannot update the store manifest: %s", exc)
