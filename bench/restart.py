@@ -66,6 +66,9 @@ async def run(home: Path, queries: int,
         # Where a search's time goes (bench/search_stages.py), all projects and one.
         out["stages_all_projects"] = await stages(brain, glob[:100])
         out["stages_one_project"] = await stages(brain, scoped[:100])
+        from brain import heap
+
+        heap.touch()  # the stages ran tool bodies: activity, as the tool gate marks it
         # Right after the calls (the pages they mapped still counted), then at rest: after
         # REST_S without a call, as a server between an agent's turns (brain/heap.py gives
         # the store's mapped pages back once calls stop).

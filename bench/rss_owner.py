@@ -497,9 +497,13 @@ def _child(args: list[str]) -> dict[str, Any]:
 
 
 def measure(stores: Path, n: int, log: Callable[[str], None],
-            parts: tuple[str, ...]) -> dict[str, Any]:
-    built = store_for(stores, n, log)
-    row: dict[str, Any] = {"notes": n, "store": json.loads((built / "rss-built.json").read_text())}
+            parts: tuple[str, ...], home: Path | None = None) -> dict[str, Any]:
+    """``home``: a data dir built elsewhere (a speed run's ``speed-1000000``) measured as it
+    is, instead of a store built here."""
+    built = home or store_for(stores, n, log)
+    record = built / "rss-built.json"
+    row: dict[str, Any] = {"notes": n, "store": json.loads(record.read_text())
+                           if record.is_file() else {"from": str(built)}}
     with tempfile.TemporaryDirectory(prefix="rss-owner-") as tmp:
         if "owners" in parts:
             home = _copy(built, Path(tmp) / "owners")
@@ -578,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scales", default="10000,100000")
     p.add_argument("--parts", default="owners,shard,stdio")
     p.add_argument("--stores", type=Path, default=None, help="where built stores are kept")
+    p.add_argument("--home", type=Path, default=None,
+                   help="measure this data dir (one scale: its note count) instead of building")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     # Internal: the child processes.
     p.add_argument("--owners", type=Path, help=argparse.SUPPRESS)
@@ -605,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "python": sys.version.split()[0], "scales": []}
     for n in (int(x) for x in args.scales.split(",")):
-        result["scales"].append(measure(stores, n, log, parts))
+        result["scales"].append(measure(stores, n, log, parts, args.home))
         if args.json:
             args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
     result["load_average"] = list(os.getloadavg())
