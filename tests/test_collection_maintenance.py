@@ -26,7 +26,7 @@ from brain.notes import point_id
 from brain.vector_store import Filter, HasId
 from brain.vector_store.edge import EdgeStore
 from config import Settings
-from tests.conftest import _seed_store, hash_embedder
+from tests.conftest import hash_embedder
 
 
 def _edge(brain: Brain) -> EdgeStore:
