@@ -21,6 +21,7 @@ import logging
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -153,14 +154,18 @@ class HashEmbedder:
 
     def _vector(self, text: str) -> np.ndarray:
         vec = np.zeros(self._dim, dtype=np.float32)
-        words = _WORD.findall(text.lower())
-        feats = list(words)
-        for w in words:
+        feats: Counter[str] = Counter()
+        for w, n in Counter(_WORD.findall(text.lower())).items():
+            feats[w] += n
             padded = f" {w} "
-            feats.extend(padded[i : i + 3] for i in range(len(padded) - 2))
-        for feat in feats:
+            for i in range(len(padded) - 2):
+                feats[padded[i : i + 3]] += n
+        # Each distinct feature hashed once, its count added at once: the same sums as one
+        # +-1 per occurrence (integers, exact in float32), without a hash per repeat (a long
+        # word is thousands of the same trigram).
+        for feat, n in feats.items():
             h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
-            vec[h % self._dim] += 1.0 if (h >> 63) & 1 else -1.0
+            vec[h % self._dim] += n if (h >> 63) & 1 else -n
         return vec
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
