@@ -468,7 +468,7 @@ class IndexSettings(_Section):
     quantization: Literal["none", "int8"] = Field("int8", description="Dense vector "
         "quantization of a new store (int8: searched as int8, rescored with the originals on "
         "disk; none: float32 only); an existing store keeps its own until "
-        "health_quantization switches it")  # fmt: skip
+        "the health tool's quantization action switches it")  # fmt: skip
 
 
 class StorageSettings(_Section):

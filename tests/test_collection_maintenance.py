@@ -56,7 +56,7 @@ async def test_missing_and_different_indexes_are_reported_and_rebuilt(
     assert rep["payload_indexes"]["missing"] == ["kind"]
     assert rep["payload_indexes"]["different"] == [
         {"field": "path", "have": "float", "want": "keyword on-disk no-hnsw"}]
-    assert any("health_rebuild_indexes" in f for f in rep["fix"])
+    assert any("health rebuild_indexes" in f for f in rep["fix"])
     # The dry run (the default) lists and changes nothing.
     dry = (await client.call_tool("health_rebuild_indexes", {})).structured_content
     assert dry["dry_run"] and dry["count"] == 2 and dry["rebuilt"] == []

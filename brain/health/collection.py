@@ -79,11 +79,11 @@ def report(store: VectorStore, scope: tuple[Any, ...], bm25: BM25Encoder, settin
     missing = bm25_missing(store, scope, bm25)
     fix: list[str] = []
     if idx["missing"] or idx["different"]:
-        fix.append("health_rebuild_indexes (brain health rebuild-indexes --apply)")
+        fix.append("health rebuild_indexes (brain health rebuild-indexes --apply)")
     if quant["differs"] or quant.get("incomplete"):
-        fix.append("health_quantization (brain health quantization --apply)")
+        fix.append("health quantization (brain health quantization --apply)")
     if missing["count"]:
-        fix.append("health_repair: re-encodes missing BM25 vectors (brain health repair --apply)")
+        fix.append("health repair: re-encodes missing BM25 vectors (brain health repair --apply)")
     return {"backend": store.backend, "payload_indexes": idx, "quantization": quant,
             "bm25_missing": missing, "ok": not fix, "fix": fix}
 
