@@ -29,6 +29,18 @@ MADV_DONTNEED = 4
 
 _roots: set[str] = set()
 _lock = threading.Lock()
+# Held while the watched mappings are read from /proc/self/maps and advised, and by the
+# store around every call that can unmap one of them (close, a swap, a reload, a write or
+# flush: Edge grows, rotates and retires its files there). Without it a mapping could go
+# between the read and the advice and its addresses be reused by the heap or a thread
+# stack, which MADV_DONTNEED would zero: a crash (seen once in the suite) or worse.
+_maps_lock = threading.RLock()
+
+
+def mapping_change() -> threading.RLock:
+    """The lock a caller holds while it may unmap a watched file (``with heap.mapping_change():
+    shard.close()``); :func:`release_files` never advises a mapping while it is held."""
+    return _maps_lock
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -61,18 +73,23 @@ def release_files() -> int:
     madvise = libc.madvise
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     released = 0
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            lines = maps.readlines()
-    except OSError:
-        return 0
-    for line in lines:
-        parts = line.split(maxsplit=5)
-        if len(parts) < 6 or parts[1][3:4] != "s" or not parts[5].startswith(roots):
-            continue
-        lo, hi = (int(x, 16) for x in parts[0].split("-"))
-        if madvise(lo, hi - lo, MADV_DONTNEED) == 0:
-            released += 1
+    with _maps_lock:
+        with _lock:  # unwatched meanwhile (a store closed): its mappings are gone
+            roots = tuple(_roots)
+        if not roots:
+            return 0
+        try:
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+                lines = maps.readlines()
+        except OSError:
+            return 0
+        for line in lines:
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or parts[1][3:4] != "s" or not parts[5].startswith(roots):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if madvise(lo, hi - lo, MADV_DONTNEED) == 0:
+                released += 1
     return released
 
 

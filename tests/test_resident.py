@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -114,3 +115,50 @@ def test_pages_a_burst_mapped_are_given_back_once_calls_stop(tmp_path: Path) -> 
         assert store.count() == 2000
     finally:
         store.close()
+
+
+def test_a_release_waits_for_a_mapping_change(tmp_path: Path) -> None:
+    """release_files never reads the maps or advises while a store may be unmapping."""
+    done = threading.Event()
+    heap.watch_files(tmp_path)
+    try:
+        with heap.mapping_change():
+            worker = threading.Thread(target=lambda: (heap.release_files(), done.set()))
+            worker.start()
+            assert not done.wait(0.3)
+        assert done.wait(10)
+        worker.join()
+    finally:
+        heap.unwatch_files(tmp_path)
+
+
+def test_releases_racing_store_closes_never_zero_reused_memory(tmp_path: Path) -> None:
+    """Stores open, write and close while another thread releases back to back; memory the
+    process allocates after each close (where the store's mappings were) keeps its bytes.
+    A release that advised a mapping gone since it read /proc/self/maps would zero it."""
+    stop = threading.Event()
+    releases = [0]
+
+    def releaser() -> None:
+        while not stop.is_set():
+            heap.release_files()
+            releases[0] += 1
+
+    worker = threading.Thread(target=releaser, daemon=True)
+    worker.start()
+    kept: list[np.ndarray] = []
+    try:
+        for round_ in range(6):
+            store = EdgeStore(tmp_path / f"shard{round_}")
+            store.open(DIM)
+            store.upsert(_points(50, offset=round_ * 50))
+            store.close()
+            for _ in range(8):  # large blocks are mmap'd: they take the freed addresses
+                kept.append(np.full(4 * 1024 * 1024, round_ + 1, dtype=np.uint8))
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        worker.join(10)
+    assert releases[0] > 6
+    for i, block in enumerate(kept):
+        assert block.min() == block.max() == i // 8 + 1, f"block {i} was changed"

@@ -211,6 +211,10 @@ class EdgeStore:
         heap.release_files()
 
     def _open_shard(self, dimension: int) -> None:
+        with heap.mapping_change():
+            self._open_shard_locked(dimension)
+
+    def _open_shard_locked(self, dimension: int) -> None:
         try:
             self.recover()
         except OSError as exc:
@@ -338,7 +342,8 @@ class EdgeStore:
                 if self._shard is None:  # closed before the run began its copy
                     raise OptimizeAborted("the store closed during an optimization")
                 shard = self._shard
-                shard.flush()
+                with heap.mapping_change():
+                    shard.flush()
                 _copy_tree(self.path, work)
                 self._recorded, self._recorded_points = [], 0
                 rewrite = self.payload_rewrite
@@ -412,7 +417,7 @@ class EdgeStore:
             before = self.quantization()
             t0 = time.monotonic()
             guard: Hold = hold or contextlib.nullcontext
-            with guard(), self._write_lock, self._rw.exclusive():
+            with guard(), self._write_lock, self._rw.exclusive(), heap.mapping_change():
                 shard = self._require()
                 shard.flush()
                 shard.close()
@@ -476,6 +481,10 @@ class EdgeStore:
     def _swap(self, work: Path, recorded: Sequence[tuple[str, Any]]) -> None:
         """Replace the live shard by the optimized copy ``work`` plus the recorded writes.
         Called with writes and reads held off."""
+        with heap.mapping_change():
+            self._swap_locked(work, recorded)
+
+    def _swap_locked(self, work: Path, recorded: Sequence[tuple[str, Any]]) -> None:
         parent, aside = self.path.parent, self.aside_path
         old = self._require()
         old.close()
@@ -507,17 +516,17 @@ class EdgeStore:
         return self._shard
 
     def flush(self) -> None:
-        with self._rw.reading():
+        with self._rw.reading(), heap.mapping_change():
             if self._shard is not None:
                 self._shard.flush()
 
     def close(self) -> None:
         self._abort.set()  # a running optimization gives up; the live shard is intact
-        with self._write_lock, self._rw.exclusive():
+        with self._write_lock, self._rw.exclusive(), heap.mapping_change():
+            heap.unwatch_files(self.path)
             if self._shard is not None:
                 self._shard.close()
                 self._shard = None
-            heap.unwatch_files(self.path)
             self._release_lock()
 
     def info(self) -> StoreInfo:
@@ -535,7 +544,8 @@ class EdgeStore:
                 upserted: list[tuple[str, Any]] | None = None) -> None:
         """Apply one write; during an optimization also keep it for the replay."""
         with self._write_lock:
-            self._require().update(op)
+            with heap.mapping_change():
+                self._require().update(op)
             self._deleted_since += deleted
             if self._recorded is not None:
                 self._recorded_points += points
