@@ -25,8 +25,6 @@ from typing import Any
 
 from bench import emit_json
 
-REST_S = 3.0  # idle before "at rest" is read: what bench/peer.py waits, 3x brain.heap.IDLE_S
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -37,6 +35,7 @@ async def run(home: Path, queries: int,
     from bench.search_stages import stages
     from bench.speed import (
         PROJECTS,
+        REST_S,
         _time_tool,
         synthetic_notes,
         synthetic_queries,

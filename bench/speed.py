@@ -44,7 +44,6 @@ from bench import (
     rss_mb,
     tool_names,
 )
-from bench.restart import REST_S
 from bench.synthetic import synthetic_notes, synthetic_queries
 from bench.vector_cache import VectorCache
 from brain.embedder import embed_passages
@@ -74,6 +73,8 @@ async def _time_tool(
         if hits is not None:
             hits.append(len(res.get("results") or res.get("notes") or []))
     return out
+
+REST_S = 3.0  # idle before "at rest" is read: what bench/peer.py waits, 3x brain.heap.IDLE_S
 
 
 async def timed_searches(client: Any, argsets: list[dict[str, Any]],
