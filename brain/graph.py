@@ -89,6 +89,18 @@ class NoteIds:
             self._removed.add(n)
             self._merge_when_due()
 
+    def contains_many(self, ids: list[str]) -> list[bool]:
+        """``[zk in self for zk in ids]`` in one sorted search (a rebuild checks every link's
+        target: per id, ``in`` costs a NumPy call each, several seconds at 1,000,000 notes)."""
+        nums = [_number(zk) for zk in ids]
+        base = self._numbers()
+        if not len(base):
+            return [n is None and zk in self._other for zk, n in zip(ids, nums, strict=True)]
+        arr = np.fromiter((0 if n is None else n for n in nums), np.uint32, len(nums))
+        at = np.minimum(np.searchsorted(base, arr), len(base) - 1)
+        hits = (base[at] == arr).tolist()
+        return [zk in self._other if n is None else hit for zk, n, hit in zip(ids, nums, hits, strict=True)]
+
     def _merge_when_due(self, force: bool = False) -> None:
         pending = len(self._added) + len(self._removed)
         if not pending or (pending < self.MERGE_AT and not force):
@@ -165,9 +177,13 @@ class LinkGraph:
         known = NoteIds(ids)
         del ids
         g = nx.DiGraph()
-        for src, dst, rel in edges:
-            if dst in known:
-                g.add_edge(src, dst, relation=rel)
+        g.add_edges_from(
+            (src, dst, {"relation": rel})
+            for (src, dst, rel), hit in zip(
+                edges, known.contains_many([e[1] for e in edges]), strict=True
+            )
+            if hit
+        )
         with self._lock:
             self.g, self.notes = g, known
             self.seq = seq

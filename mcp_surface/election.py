@@ -194,9 +194,13 @@ class Router:
 
     async def _warm_standby(self) -> None:
         """While a proxy: load the embedding model in the background, so that taking over
-        does not wait for it (a real model takes seconds to load)."""
+        does not wait for it (a real model takes seconds to load), and the modules the open
+        imports on first use (tens of ms of a takeover otherwise)."""
 
         def load() -> Any:
+            import numpy.ma  # noqa: F401 - NumPy's first np.unique (the graph's ids) imports it
+
+            import brain.vector_store.edge  # noqa: F401
             from brain.embedder import build_embedder, resolve_record
 
             s = self.settings.embedding

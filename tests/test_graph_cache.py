@@ -91,5 +91,9 @@ def test_note_ids_hold_a_note_in_four_bytes_and_answer_like_a_set(
     assert "ZK-0000000a" not in held  # lowercase hex is not a note id of ours
     held.add("ZK-0000000a")
     assert "ZK-0000000a" in held and "ZK-0000000A" not in held
+    asked = [*ids[:50], "legacy-id", "ZK-0000000a", "ZK-0000000A", "never-held", "ZK-FFFFFFFF",
+             "ZK-00000000", f"ZK-{0xFFFF0000:08X}"]
+    assert held.contains_many(asked) == [zk in mirror | {"ZK-0000000a"} for zk in asked]
+    assert NoteIds(["legacy-id"]).contains_many(["legacy-id", "ZK-00000001"]) == [True, False]
     again = NoteIds.load(json.loads(json.dumps(held.dump())))
     assert set(again) == set(held) and len(again) == len(held)
