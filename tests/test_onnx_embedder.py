@@ -86,6 +86,12 @@ def test_export_is_cached_and_reused(onnx_embedder: OnnxEmbedder, onnx_cache: Pa
     assert not [p for p in onnx_cache.iterdir() if p.is_dir()]  # no temp dirs left behind
 
 
+def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedder) -> None:
+    """A server beside an agent leaves the CPUs to it between runs (brain/onnx_embedder.py)."""
+    opts = onnx_embedder._load().get_session_options()
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_a_model_without_a_local_folder_is_refused() -> None:
     record = REGISTRY["sentence-transformers/all-mpnet-base-v2"]
     with pytest.raises(ModelUnavailable, match="BRAIN__EMBEDDING__BACKEND=torch"):
