@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import os
 import threading
 import time
 import uuid
@@ -162,3 +164,76 @@ def test_releases_racing_store_closes_never_zero_reused_memory(tmp_path: Path) -
     assert releases[0] > 6
     for i, block in enumerate(kept):
         assert block.min() == block.max() == i // 8 + 1, f"block {i} was changed"
+
+
+def _cached_pages(path: Path) -> int:
+    """Pages of ``path`` in the page cache (mincore on a fresh read-only mapping)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    pages = -(-size // mmap.PAGESIZE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        vec = (ctypes.c_ubyte * pages)()
+        try:
+            assert libc.mincore(ctypes.c_void_p(addr), size, vec) == 0
+        finally:
+            libc.munmap(ctypes.c_void_p(addr), size)
+    finally:
+        os.close(fd)
+    return sum(b & 1 for b in vec)
+
+
+def _evicted(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_warming_asks_for_the_smallest_files_first_within_a_budget_and_skips_the_wal(
+        tmp_path: Path) -> None:
+    root = tmp_path / "shard"
+    (root / "segments" / "a").mkdir(parents=True)
+    (root / "wal").mkdir()
+    sizes = {"segments/a/links.bin": 1 << 20, "segments/a/vectors.dat": 4 << 20,
+             "segments/idx.bin": 256 << 10, "wal/open-1": 2 << 20}
+    for name, size in sizes.items():
+        (root / name).write_bytes(os.urandom(size))
+        _evicted(root / name)
+    assert all(_cached_pages(root / name) < 16 for name in sizes)
+
+    # A budget that holds the two smaller segment files but not the vectors.
+    assert heap.warm_files(root, budget=2 << 20) == (256 << 10) + (1 << 20)
+    deadline = time.monotonic() + 10
+    while _cached_pages(root / "segments/a/links.bin") < 256 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the kernel reads ahead asynchronously
+    assert _cached_pages(root / "segments/a/links.bin") == 256
+    assert _cached_pages(root / "segments/idx.bin") == 64
+    assert _cached_pages(root / "segments/a/vectors.dat") < 16
+    assert _cached_pages(root / "wal/open-1") < 16
+    assert heap.warm_files(root, budget=0) == 0
+
+
+def test_an_open_store_warms_its_files_on_a_thread(tmp_path: Path) -> None:
+    path = tmp_path / "shard"
+    store = EdgeStore(path)
+    store.open(DIM)
+    store.upsert(_points(50))
+    store.close()
+    store = EdgeStore(path)
+    store.open(DIM)
+    try:
+        assert store._warming is not None
+        store._warming.join(10)
+        assert not store._warming.is_alive()
+        assert store.count() == 50
+    finally:
+        store.close()

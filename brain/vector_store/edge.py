@@ -100,6 +100,7 @@ class EdgeStore:
         self._recorded: list[tuple[str, Any]] | None = None
         self._recorded_points = 0
         self._abort = threading.Event()
+        self._warming: threading.Thread | None = None  # heap.warm_in_background at open
         self._deleted_since = 0  # points deleted since open or the last optimization
         # An index built otherwise than declared waits for the next optimization's copy.
         self.indexes_stale = False
@@ -209,6 +210,8 @@ class EdgeStore:
         # Edge reads every page of its files in at a load; most are preallocated and empty.
         heap.watch_files(self.path)
         heap.release_files()
+        # The first searches would otherwise read their pages from the disk one fault at a time.
+        self._warming = heap.warm_in_background(self.path)
 
     def _open_shard(self, dimension: int) -> None:
         with heap.mapping_change():
