@@ -209,6 +209,8 @@ def test_warming_asks_for_the_smallest_files_first_within_a_budget_and_skips_the
         (root / name).write_bytes(os.urandom(size))
         _evicted(root / name)
     assert all(_cached_pages(root / name) < 16 for name in sizes)
+    with open(root / "segments/a/preallocated.dat", "wb") as fh:  # holes: never asked for
+        fh.truncate(512 << 10)
 
     # A budget that holds the two smaller segment files but not the vectors.
     assert heap.warm_files(root, budget=2 << 20) == (256 << 10) + (1 << 20)
@@ -219,6 +221,7 @@ def test_warming_asks_for_the_smallest_files_first_within_a_budget_and_skips_the
     assert _cached_pages(root / "segments/idx.bin") == 64
     assert _cached_pages(root / "segments/a/vectors.dat") < 16
     assert _cached_pages(root / "wal/open-1") < 16
+    assert _cached_pages(root / "segments/a/preallocated.dat") == 0
     assert heap.warm_files(root, budget=0) == 0
 
 
