@@ -86,6 +86,36 @@ def test_export_is_cached_and_reused(onnx_embedder: OnnxEmbedder, onnx_cache: Pa
     assert not [p for p in onnx_cache.iterdir() if p.is_dir()]  # no temp dirs left behind
 
 
+def test_int8_is_quantised_from_the_cached_fp32_export(onnx_cache: Path, tmp_path: Path) -> None:
+    """With the fp32 export cached, an int8 file is its weights quantised: no torch export
+    (the model folder given here holds no model at all, which the export would refuse), and
+    its vectors are the fp32 ones within int8's tolerance."""
+    import onnxruntime as ort
+
+    from brain.onnx_embedder import export
+
+    fp32 = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
+    assert isinstance(fp32, OnnxEmbedder)
+    fp32.embed_query("exports the fp32 file into the cache")
+    empty = tmp_path / "no-model"
+    empty.mkdir()
+    with pytest.raises(ModelUnavailable, match="no config.json"):
+        export(empty, tmp_path / "never.onnx", quantize=True)  # no fp32 to start from
+    out = tmp_path / "int8.onnx"
+    assert export(empty, out, quantize=True, fp32=fp32.model_file) == []
+    # The MatMul weights in int8 (the token embeddings stay float32): 59 of 90 MB.
+    assert 0 < out.stat().st_size < fp32.model_file.stat().st_size * 0.75
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    enc = fp32._tokenizer.encode(TEXTS[2])
+    feeds = {"input_ids": [enc.ids], "attention_mask": [enc.attention_mask],
+             "token_type_ids": [enc.type_ids]}
+    hidden = session.run(None, {i.name: np.array(feeds[i.name], dtype=np.int64)
+                                for i in session.get_inputs()})[0][0]
+    vec = hidden.mean(axis=0)
+    vec /= np.linalg.norm(vec)
+    assert float(vec @ fp32.embed_documents([TEXTS[2]])[0]) >= 0.985
+
+
 def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedder) -> None:
     """A server beside an agent leaves the CPUs to it between runs (brain/onnx_embedder.py)."""
     opts = onnx_embedder._load().get_session_options()
