@@ -46,15 +46,21 @@ def _points(n: int, offset: int = 0) -> list[Point]:
     return out
 
 
-def test_an_open_store_holds_few_of_its_mapped_pages_and_loses_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "shard"
+def _reopened(path: Path, n: int) -> EdgeStore:
+    """A store at ``path`` holding ``n`` points, closed and opened again (the load whose
+    pages and warm-up the tests look at)."""
     store = EdgeStore(path)
     store.open(DIM)
-    store.upsert(_points(300))
+    store.upsert(_points(n))
     store.close()
-
     store = EdgeStore(path)
-    store.open(DIM)  # Edge reads ~170 MB of preallocated index, vector and WAL pages in
+    store.open(DIM)
+    return store
+
+
+def test_an_open_store_holds_few_of_its_mapped_pages_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shard"
+    store = _reopened(path, 300)  # Edge read ~170 MB of preallocated pages in at the open
     try:
         assert _mapped_rss_kb(path) < 16 * 1024
         # Every point is still there and searchable, and a write after the release lands.
@@ -226,13 +232,7 @@ def test_warming_asks_for_the_smallest_files_first_within_a_budget_and_skips_the
 
 
 def test_an_open_store_warms_its_files_on_a_thread(tmp_path: Path) -> None:
-    path = tmp_path / "shard"
-    store = EdgeStore(path)
-    store.open(DIM)
-    store.upsert(_points(50))
-    store.close()
-    store = EdgeStore(path)
-    store.open(DIM)
+    store = _reopened(tmp_path / "shard", 50)
     try:
         assert store._warming is not None
         store._warming.join(10)
