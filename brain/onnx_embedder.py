@@ -84,17 +84,22 @@ def _fingerprint(source: Path) -> str:
 
 
 def _quantize(fp32: Path, out: Path) -> None:
-    """Write ``out``: ``fp32``'s MatMul weights quantised to int8 per channel."""
+    """Write ``out`` (atomically): ``fp32``'s MatMul weights quantised to int8 per channel."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    out.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     level = root.level
-    root.setLevel(logging.ERROR)  # quantize_dynamic logs advice on the root logger
-    try:
-        quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8,
-                         per_channel=True, op_types_to_quantize=["MatMul"])
-    finally:
-        root.setLevel(level)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        int8 = Path(tmp) / "model-int8.onnx"
+        root.setLevel(logging.ERROR)  # quantize_dynamic logs advice on the root logger
+        try:
+            quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8,
+                             per_channel=True, op_types_to_quantize=["MatMul"])
+        finally:
+            root.setLevel(level)
+        os.replace(int8, out)
 
 
 def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None) -> list[str]:
@@ -103,13 +108,7 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None) ->
     already exported ``fp32`` file: then neither torch nor the model folder is read, seconds
     less, and the result is what the export would have quantised)."""
     if quantize and fp32 is not None and fp32.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-            int8 = Path(tmp) / "model-int8.onnx"
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                _quantize(fp32, int8)
-            os.replace(int8, out)
+        _quantize(fp32, out)
         return []
     if not (source / "config.json").is_file():  # before the seconds torch takes to import
         raise ModelUnavailable(f"{source} holds no transformers model (no config.json)")
@@ -134,7 +133,6 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None) ->
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         model_file = Path(tmp) / "model.onnx"
-        int8 = Path(tmp) / "model-int8.onnx"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(
@@ -143,9 +141,10 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None) ->
                 dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
                 opset_version=17, dynamo=False,
             )
-            if quantize:
-                _quantize(model_file, int8)
-        os.replace(int8 if quantize else model_file, out)
+        if quantize:
+            _quantize(model_file, out)
+        else:
+            os.replace(model_file, out)
     return names
 
 
