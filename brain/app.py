@@ -607,7 +607,9 @@ class Brain:
             log.exception("embedding model warm-up failed")
 
     def _stamper(self) -> None:
-        while not self._stop.wait(0.2):
+        while not self._stop.wait(0.1):
+            if not self.memory.stamps.due():
+                continue
             try:
                 self.memory.flush_stamps()
             except DiskFull:

@@ -166,3 +166,30 @@ def test_old_store_is_rekeyed_once_and_a_new_half_life_once(any_brain: Brain) ->
     assert again["rekeyed"] == 0 and again["scanned"] == 0
     assert passing(b, 0.3) == {old, other}  # 0.5 * 2**-0.5 = 0.354
     assert b.memory.salience_of(b.memory.get_payload(old)) == pytest.approx(0.5 * 2**-0.5)
+
+
+def test_access_stamps_are_written_once_searches_pause_or_pile_up() -> None:
+    """The background writer waits for a pause (searches back to back do not share the CPU
+    with its writes), but not past MAX_AGE_S in a long burst, nor past MAX_PENDING notes."""
+    from brain.memory import access
+
+    now = [100.0]
+    stamps = access.AccessStamps(clock=lambda: now[0])
+    assert not stamps.due()  # nothing pending
+    stamps.stamp(["ZK-1"], "iso", 1.0, 0.05)
+    assert not stamps.due()
+    now[0] += access.IDLE_S + 0.01
+    assert stamps.due()  # the searches paused
+    stamps._pending.clear()  # as a flush does
+
+    start = now[0]
+    while now[0] - start < access.MAX_AGE_S - 0.2:  # a burst: a stamp every 0.1 s
+        stamps.stamp(["ZK-2"], "iso", 1.0, 0.05)
+        assert not stamps.due()
+        now[0] += 0.1
+    now[0] = start + access.MAX_AGE_S
+    assert stamps.due()  # the burst went on too long
+    stamps._pending.clear()
+
+    stamps.stamp([f"ZK-{i}" for i in range(access.MAX_PENDING)], "iso", 1.0, 0.05)
+    assert stamps.due()  # too many waiting

@@ -186,3 +186,32 @@ def test_code_share_counts_only_candidates_of_known_kind() -> None:
              Candidate("d", {"content": PY})]  # a legacy note with its content: looked at
     assert code_share(cands) == pytest.approx(2 / 3)
     assert code_share([Candidate("c", {})]) == 0.0
+
+
+def test_legs_read_without_payloads_rank_as_legs_read_with_their_flags(brain: Brain) -> None:
+    """The search legs read no payloads; the share of code among the candidates is counted
+    through the is_code index. The ranking must be the one the flags read from every hit's
+    payload gave: same candidates, same scores."""
+    from brain.retrieval import LEG_FIELDS, code_share, fuse_legs, hybrid, stored_code_share
+    from brain.vector_store import Filter, Match
+
+    for i, text in enumerate((PY, JS, GO, PROSE, CHAT)):
+        brain.memory.add(text, project="p")
+        brain.memory.add(f"{text}\n# variant {i}", project="p")
+    store, policy = brain.memory.store, brain.memory.cfg.policy
+    flt = Filter(must=(Match("project", "p"),))
+    for query in ("how do I add two numbers", "which database did we pick for billing"):
+        qvec, sv = brain.embedder.embed_query(query), brain.memory.bm25.query(query)
+        kw = dict(method="dbsf", dense_weight=0.45, rrf_k=60, code_dense_weight=0.8,
+                  lead_gap=policy.keyword_lead)
+        got = hybrid(store, qvec, sv, flt, 10, candidates=50, **kw)  # type: ignore[arg-type]
+        dense = store.query_dense(qvec, flt, 50, fields=LEG_FIELDS)
+        sparse = store.query_sparse(sv, flt, 50, fields=LEG_FIELDS)
+        cands = fuse_legs(dense, sparse, "dbsf", dense_weight=0.45, rrf_k=60,
+                          code_dense_weight=0.8, lead_gap=policy.keyword_lead)
+        share = code_share(cands)
+        assert 0 < share < 1  # a mix, so the share moves the weight
+        ids = list({h.id: None for h in (*dense, *sparse)})
+        assert stored_code_share(store, ids) == pytest.approx(share)
+        assert [(c.id, round(c.score, 9)) for c in got] == [
+            (c.id, round(c.score, 9)) for c in cands[:10]]

@@ -109,6 +109,25 @@ def test_boolean_fields_filter_both_ways(store: VectorStore) -> None:
     assert not [k for k in p.payload if k.startswith("_")]
 
 
+def test_flag_counts_count_true_and_false_among_the_ids_only(store: VectorStore) -> None:
+    # 0-5 code, 6-11 prose, 12-14 without the flag (notes from before it existed).
+    store.upsert([_point(i, "x", is_code=i < 6) for i in range(12)]
+                 + [_point(i, "x") for i in range(12, 15)])
+    store.set_payload([_pid(6)], {"is_code": True})  # an update changes the count
+    assert store.flag_counts([_pid(i) for i in range(15)], "is_code") == (7, 5)
+    assert store.flag_counts([_pid(i) for i in (0, 7, 8, 13)], "is_code") == (1, 2)
+    assert store.flag_counts([_pid(13), _pid(99)], "is_code") == (0, 0)
+
+
+def test_legs_without_payload_fields_return_no_payload(store: VectorStore) -> None:
+    store.upsert([_point(i, f"text {i}", project="a") for i in range(5)])
+    dense = store.query_dense(_vec(2), None, 3, fields=())
+    sparse = store.query_sparse(bm25.query("text"), None, 3, fields=())
+    assert dense[0].id == _pid(2) and len(sparse) == 3
+    assert all(h.payload == {} for h in (*dense, *sparse))
+    assert store.query_dense(_vec(2), None, 1, fields=("n",))[0].payload == {"n": 2}
+
+
 def test_indexes_can_be_created_on_demand(store: VectorStore) -> None:
     store.upsert([_point(i, "x") for i in range(3)])
     store.ensure_indexes()

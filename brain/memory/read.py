@@ -18,7 +18,7 @@ from brain.memory import hype
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
 from brain.memory.filters import RecallFilter, build_filter
 from brain.notes import point_id
-from brain.retrieval import LEG_FIELDS, Candidate, matched_by
+from brain.retrieval import Candidate, leg_fields, matched_by
 from brain.search_policy import rank
 from brain.vector_store import Filter, Match, scroll_all
 
@@ -68,7 +68,7 @@ def _retrieve(m: NoteCore, qvec: Sequence[float] | None, query: str, flt: Filter
     extra = hype.parent_hits(m.store, qvec, flt, max(n, m.cfg.policy.candidates),
                              owner=tenancy.conditions(m.identity, siblings=True),
                              model=m.meta.model,
-                             fields=LEG_FIELDS) if qvec is not None and m.has_hype() else []
+                             fields=leg_fields(m.cfg.policy.neighbour_weight)) if qvec is not None and m.has_hype() else []
     cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra,
                  query=query, text=embed_text)
     if m.citer is not None:  # cited code changed or gone: below an equal fresh note

@@ -28,7 +28,9 @@ TENANT_FIELDS = ("project",)
 FLOAT_FIELDS = (
     "created_ts", "updated_ts", "last_accessed_ts", "salience", "salience_key", "forgotten_ts",
 )
-BOOL_FIELDS = ("pinned", "forgotten")
+# is_code: a search counts the share of code among its candidates through this index
+# (brain/retrieval.py, stored_code_share) instead of reading every hit's payload.
+BOOL_FIELDS = ("pinned", "forgotten", "is_code")
 
 # Dense vector quantization, chosen per store at creation (``[index] quantization``) and
 # switched by a maintenance action: "none", or "int8" (scalar quantization, searched with
@@ -222,8 +224,9 @@ class VectorStore(Protocol):
     def retrieve(self, ids: Sequence[str], with_vectors: bool = False,
                  with_payload: bool = True) -> list[Point]: ...
 
-    # ``fields``: the payload keys to return with each hit (None: the whole payload). Hybrid
-    # search asks for a few, then reads whole payloads only for the hits it returns.
+    # ``fields``: the payload keys to return with each hit (None: the whole payload; empty:
+    # none). Hybrid search asks for none or a few, then reads whole payloads only for the
+    # hits it returns.
     def query_dense(
         self, vector: Sequence[float], flt: Filter | None, limit: int, exact: bool = False,
         fields: Sequence[str] | None = None,
@@ -243,6 +246,10 @@ class VectorStore(Protocol):
     ) -> tuple[list[Point], str | None]: ...
 
     def count(self, flt: Filter | None = None) -> int: ...
+
+    # (true, false): how many of the points ``ids`` hold the boolean ``field`` true, false
+    # (a point without it is in neither), counted through its payload index.
+    def flag_counts(self, ids: Sequence[str], field: str) -> tuple[int, int]: ...
 
     def flush(self) -> None: ...
 

@@ -645,3 +645,12 @@ class EdgeStore:
     def count(self, flt: Filter | None = None) -> int:
         with self._rw.reading():
             return int(self._require().count(qe.CountRequest(exact=True, filter=cv.to_filter(flt))))
+
+    def flag_counts(self, ids: Sequence[str], field: str) -> tuple[int, int]:
+        # One facet over the field's keyword shadow: the id set is converted once (~2 us an
+        # id in the binding), where two counts converted it twice.
+        req = qe.FacetRequest(key=cv.SHADOW + field, limit=2, exact=True,
+                              filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]))
+        with self._rw.reading():
+            hits = {h.value: int(h.count) for h in self._require().facet(req).hits}
+        return hits.get("true", 0), hits.get("false", 0)

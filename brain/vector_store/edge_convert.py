@@ -87,7 +87,10 @@ def from_record(rec: Any, with_vectors: bool) -> Point:
 
 
 def selector(fields: Sequence[str] | None) -> Any:
-    return True if fields is None else qe.PayloadSelector.Include(list(fields))
+    """The whole payload (None), none (no fields), or the fields named."""
+    if fields is None:
+        return True
+    return qe.PayloadSelector.Include(list(fields)) if fields else False
 
 
 def quantization_config(mode: str) -> Any:

@@ -292,7 +292,7 @@ class QdrantClientStore:
             using=using,
             query_filter=_filter(flt),
             limit=limit,
-            with_payload=list(fields) if fields is not None else True,
+            with_payload=True if fields is None else (list(fields) or False),
             search_params=self._search_params(exact),
         )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
@@ -341,3 +341,8 @@ class QdrantClientStore:
     def count(self, flt: Filter | None = None) -> int:
         res = self._call(self._client.count, self.collection, count_filter=_filter(flt), exact=True)
         return int(res.count)
+
+    def flag_counts(self, ids: Sequence[str], field: str) -> tuple[int, int]:
+        among = HasId(tuple(ids))
+        return (self.count(Filter(must=(among, Match(field, True)))),
+                self.count(Filter(must=(among, Match(field, False)))))
