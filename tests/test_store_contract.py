@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import qdrant_edge as qe
 
 from brain.bm25 import BM25Encoder
 from brain.errors import StoreLocked
@@ -117,6 +118,18 @@ def test_flag_counts_count_true_and_false_among_the_ids_only(store: VectorStore)
     assert store.flag_counts([_pid(i) for i in range(15)], "is_code") == (7, 5)
     assert store.flag_counts([_pid(i) for i in (0, 7, 8, 13)], "is_code") == (1, 2)
     assert store.flag_counts([_pid(13), _pid(99)], "is_code") == (0, 0)
+
+
+def test_edge_flag_counts_answer_while_the_index_is_rebuilt(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "shard")
+    store.open(DIM)
+    try:
+        store.upsert([_point(i, "x", is_code=i < 2) for i in range(5)])
+        name = next(n for n in store.payload_indexes() if n.endswith("is_code"))
+        store._update(qe.UpdateOperation.delete_field_index(name))  # a rebuild's first step
+        assert store.flag_counts([_pid(i) for i in range(5)], "is_code") == (2, 3)
+    finally:
+        store.close()
 
 
 def test_legs_without_payload_fields_return_no_payload(store: VectorStore) -> None:

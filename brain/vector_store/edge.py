@@ -46,9 +46,11 @@ from brain.vector_store.base import (
     SPARSE,
     TENANT_FIELDS,
     Filter,
+    HasId,
     Hit,
     Hold,
     IndexState,
+    Match,
     Point,
     SparseVector,
     StoreInfo,
@@ -651,6 +653,14 @@ class EdgeStore:
         # id in the binding), where two counts converted it twice.
         req = qe.FacetRequest(key=cv.SHADOW + field, limit=2, exact=True,
                               filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]))
-        with self._rw.reading():
-            hits = {h.value: int(h.count) for h in self._require().facet(req).hits}
+        try:
+            with self._rw.reading():
+                hits = {h.value: int(h.count) for h in self._require().facet(req).hits}
+        except Exception as exc:  # noqa: BLE001 - the binding raises a bare Exception
+            if "index" not in str(exc):
+                raise
+            # The field's index is being rebuilt (health rebuild_indexes): count instead.
+            among = HasId(tuple(ids))
+            return (self.count(Filter(must=(among, Match(field, True)))),
+                    self.count(Filter(must=(among, Match(field, False)))))
         return hits.get("true", 0), hits.get("false", 0)
