@@ -104,7 +104,8 @@ class _IdleRelease:
     in the page cache, so the next search maps them again from there (10.9 vs 11.1 ms p50 at
     10,000 notes, measured with a release before every other search). The heap a burst of
     searches freed stays with glibc otherwise: 200 searches at 10,000 notes left anon memory
-    30 MB higher, 21 MB of it free heap a trim gives back (/work/notes/runs/anoninproc.py).
+    30 MB higher, 21 MB of it free heap a trim gives back (BENCHMARKS.md, "Footprint, round
+    four").
     One thread, started on first use, wakes twice per ``IDLE_S``; a release runs once per
     idle spell."""
 

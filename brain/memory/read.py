@@ -65,10 +65,11 @@ def _retrieve(m: NoteCore, qvec: Sequence[float] | None, query: str, flt: Filter
     # same recall, while exact search of a filtered scope cost ~8 ms more at 10k notes.
     n = max(limit, m.cfg.policy.reranking.candidates) if m.reranker is not None else limit
     # Notes matched through their hypothetical questions (HyPE), under the same filter.
+    fields = leg_fields(m.cfg.policy.neighbour_weight)
     extra = hype.parent_hits(m.store, qvec, flt, max(n, m.cfg.policy.candidates),
                              owner=tenancy.conditions(m.identity, siblings=True),
                              model=m.meta.model,
-                             fields=leg_fields(m.cfg.policy.neighbour_weight)) if qvec is not None and m.has_hype() else []
+                             fields=fields) if qvec is not None and m.has_hype() else []
     cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra,
                  query=query, text=embed_text)
     if m.citer is not None:  # cited code changed or gone: below an equal fresh note
