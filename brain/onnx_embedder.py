@@ -62,6 +62,9 @@ TRIM_AFTER_IDLE_S = 2.0
 # 1,000-note store queried in turn under a load of 3-5 answered search_memory at p50 40.4 ms
 # spinning, 26.6 ms not (/work/notes/runs/spin/spinexp.py); one session in one process runs a
 # query in the same time either way (9.5 vs 9.0 ms) and a 64-note batch with 15% less CPU.
+# Spinning during a run only (with ``session.force_spinning_stop``: no CPU after it) embeds a
+# query in 3.2 instead of 4.0 ms, but a stdio search answered 11% slower beside two CPU-bound
+# processes on 2 CPUs (11% faster quiet): BENCHMARKS.md, "Footprint, round four".
 _NO_SPIN = ("session.intra_op.allow_spinning", "0")
 
 
