@@ -288,6 +288,13 @@ class VectorStore(Protocol):
         False."""
 
 
+def count_flags(store: VectorStore, ids: Sequence[str], field: str) -> tuple[int, int]:
+    """:meth:`VectorStore.flag_counts` as two filtered counts (any backend)."""
+    among = HasId(tuple(ids))
+    return (store.count(Filter(must=(among, Match(field, True)))),
+            store.count(Filter(must=(among, Match(field, False)))))
+
+
 def scroll_all(
     store: VectorStore, flt: Filter | None, page: int = 512, with_vectors: bool = False
 ) -> Iterator[Point]:

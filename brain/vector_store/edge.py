@@ -46,14 +46,13 @@ from brain.vector_store.base import (
     SPARSE,
     TENANT_FIELDS,
     Filter,
-    HasId,
     Hit,
     Hold,
     IndexState,
-    Match,
     Point,
     SparseVector,
     StoreInfo,
+    count_flags,
     declared_indexes,
 )
 from brain.vector_store.edge_swap import (
@@ -660,7 +659,5 @@ class EdgeStore:
             if "index" not in str(exc):
                 raise
             # The field's index is being rebuilt (health rebuild_indexes): count instead.
-            among = HasId(tuple(ids))
-            return (self.count(Filter(must=(among, Match(field, True)))),
-                    self.count(Filter(must=(among, Match(field, False)))))
+            return count_flags(self, ids, field)
         return hits.get("true", 0), hits.get("false", 0)

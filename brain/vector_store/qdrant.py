@@ -29,6 +29,7 @@ from brain.vector_store.base import (
     Range,
     SparseVector,
     StoreInfo,
+    count_flags,
     declared_indexes,
     record_point,
 )
@@ -343,6 +344,4 @@ class QdrantClientStore:
         return int(res.count)
 
     def flag_counts(self, ids: Sequence[str], field: str) -> tuple[int, int]:
-        among = HasId(tuple(ids))
-        return (self.count(Filter(must=(among, Match(field, True)))),
-                self.count(Filter(must=(among, Match(field, False)))))
+        return count_flags(self, ids, field)
