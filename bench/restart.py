@@ -1,6 +1,6 @@
 """Time the tools in a fresh server process on a store a speed run left behind::
 
-    python -m bench.restart STORE_HOME [--queries 200] [--sections JSON] [--json OUT]
+    python -m bench.restart STORE_HOME [--queries 200] [--sections JSON] [--json OUT] [--cold]
 
 The speed bench (bench/speed.py) times the tools in the process that has just bulk-imported the
 store: a process that embedded every note and held the import's batches. This opens the store
@@ -12,6 +12,12 @@ speed run logged (``.../speed-100000``); the adds are written into it. ``--secti
 settings sections (the speed bench passes its embedding backend, and the tests their offline
 model). The speed bench runs this after each scale, in a child process, and reports it beside
 its own figures.
+
+``--cold`` times a server that starts from a cold page cache, as after a reboot or after the
+kernel has paged the store out: the store is copied to a temp dir (the copy takes the adds and
+is removed after), the copy is synced, and the page cache is dropped (``echo 1 >
+/proc/sys/vm/drop_caches``: root only) before the server opens it. Without it the store's
+pages are wherever the last run left them.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +89,30 @@ async def run(home: Path, queries: int,
         brain.close()
 
 
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def drop_page_cache() -> None:
+    """Write back dirty pages, then drop the clean page cache (root only)."""
+    os.sync()
+    try:
+        DROP_CACHES.write_text("1\n", encoding="ascii")
+    except OSError as exc:
+        raise SystemExit(f"--cold needs root to drop the page cache ({DROP_CACHES}: "
+                         f"{exc.strerror}); run without --cold, or as root") from exc
+
+
+def cold_copy(home: Path, tmp: Path) -> Path:
+    """``home`` copied under ``tmp`` (sparse files stay sparse), minus its lock and owner."""
+    dst = tmp / home.name
+    tmp.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-r", "--sparse=always", str(home), str(dst)], check=True)
+    for junk in ("*.lock", "owner.json", "*.sock"):
+        for f in dst.rglob(junk):
+            f.unlink()
+    return dst
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.restart", description=__doc__)
     p.add_argument("store", help="a data dir a speed run left (e.g. .../speed-100000)")
@@ -88,11 +120,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sections", default="{}",
                    help='settings overrides, e.g. {"embedding": {"backend": "torch"}}')
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--cold", action="store_true",
+                   help="time a copy of the store from a dropped page cache (root only)")
     args = p.parse_args(argv)
     home = Path(args.store)
     if not (home / "store").is_dir():
         p.error(f"{home} holds no store (expected {home / 'store'})")
-    out = asyncio.run(run(home, args.queries, json.loads(args.sections)))
+    sections = json.loads(args.sections)
+    if not args.cold:
+        out = asyncio.run(run(home, args.queries, sections))
+    else:
+        with tempfile.TemporaryDirectory(prefix="restart-cold-",
+                                         dir=home.parent) as tmp:
+            copy = cold_copy(home, Path(tmp))
+            drop_page_cache()
+            out = {**asyncio.run(run(copy, args.queries, sections)), "store": str(home),
+                   "cold": "a copy, page cache dropped before the open"}
     emit_json(out, args.json)
     return 0
 

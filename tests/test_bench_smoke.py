@@ -267,3 +267,22 @@ def test_parallel_legs_times_each_part_both_ways() -> None:
     both = out["embedding_and_dense"]
     assert all(both[k] > 0 for k in ("embedding_ms", "dense_ms", "one_after_the_other_ms",
                                      "overlapped_ms"))
+
+
+def test_restart_cold_copy_keeps_holes_and_leaves_no_lock(tmp_path: Path) -> None:
+    from bench.restart import cold_copy
+
+    home = tmp_path / "speed-10"
+    (home / "store" / "shard").mkdir(parents=True)
+    sparse = home / "store" / "shard" / "vectors.dat"
+    with sparse.open("wb") as f:  # 8 MB of which one byte is written: a file of holes
+        f.seek(8 << 20)
+        f.write(b"x")
+    (home / "brain.lock").write_text("pid", encoding="ascii")
+    (home / "owner.json").write_text("{}", encoding="ascii")
+    copy = cold_copy(home, tmp_path / "cold")
+    moved = copy / "store" / "shard" / "vectors.dat"
+    assert moved.read_bytes()[-1:] == b"x" and moved.stat().st_size == sparse.stat().st_size
+    assert moved.stat().st_blocks * 512 < (1 << 20)  # the holes stayed holes
+    assert not (copy / "brain.lock").exists() and not (copy / "owner.json").exists()
+    assert (home / "brain.lock").exists()  # the original is untouched
