@@ -40,9 +40,18 @@ STAGES = (
 
 
 def _full(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    """Every argument of the tool, its published defaults under ``args``."""
+    """Every argument of the tool as its body receives it: the published defaults under
+    ``args``, with filter fields given at the top level (``all_projects``) moved into
+    ``filters`` as the server's middleware moves them (mcp_surface/profiles.py). Without that
+    move the body would search the default project while the tool searched all of them."""
+    from mcp_surface.profiles import nest_filters
+    from mcp_surface.recall import RecallFilters
+
     props = schema.get("properties", {})
-    return {**{k: v.get("default") for k, v in props.items()}, **args}
+    full = {**{k: v.get("default") for k, v in props.items()}, **nest_filters(dict(args))}
+    if isinstance(full.get("filters"), dict):
+        full["filters"] = RecallFilters(**full["filters"])
+    return full
 
 
 def _cum_ms(stats: pstats.Stats, suffix: str, name: str, calls: int) -> float:
@@ -60,19 +69,26 @@ async def stages(brain: Any, argsets: list[dict[str, Any]]) -> dict[str, Any]:
     from bench import call, mcp_client, percentiles
     from mcp_surface.recall import search_notes
 
-    body_ms, tool_ms = [], []
+    body_ms: list[float] = []
+    tool_ms: list[float] = []
     async with mcp_client(brain) as client:
         tools = {t.name: t for t in await client.list_tools()}
-        full = [_full(tools["search_memory"].inputSchema, a) for a in argsets]
-        search_notes(brain, full[0])  # warm the model and the store's pages
-        for args in full:  # unprofiled, the body first, then the tool: the same conditions
-            t = time.perf_counter()
-            search_notes(brain, args)
-            body_ms.append((time.perf_counter() - t) * 1000)
-        for args in argsets:
-            t = time.perf_counter()
-            await call(client, "search_memory", args)
-            tool_ms.append((time.perf_counter() - t) * 1000)
+        full = [_full(tools["search_memory"].input_schema, a) for a in argsets]
+        body_hits = search_notes(brain, full[0])["count"]  # also warms the model and pages
+        tool_hits = (await call(client, "search_memory", argsets[0]))["count"]
+        if body_hits != tool_hits:  # the body timed would not be the search the tool ran
+            raise RuntimeError(f"the body found {body_hits} hits where the tool found "
+                               f"{tool_hits}: the stages would time another search")
+        # Unprofiled, each query both ways, the first of the two taking turns: whichever runs
+        # first reads the pages the query touches, and the second finds them in the cache.
+        for i, (args, body_args) in enumerate(zip(argsets, full, strict=True)):
+            for way in ((0, 1) if i % 2 == 0 else (1, 0)):
+                t = time.perf_counter()
+                if way == 0:
+                    search_notes(brain, body_args)
+                else:
+                    await call(client, "search_memory", args)
+                (body_ms, tool_ms)[way].append((time.perf_counter() - t) * 1000)
     prof = cProfile.Profile()
     t = time.perf_counter()
     prof.enable()
@@ -84,6 +100,8 @@ async def stages(brain: Any, argsets: list[dict[str, Any]]) -> dict[str, Any]:
     by_stage = {label: _cum_ms(st, suffix, fn, len(argsets)) for label, suffix, fn in STAGES}
     return {
         "queries": len(argsets),
+        "body_hits": body_hits,
+        "tool_hits": tool_hits,
         "tool_call_ms": percentiles(tool_ms),
         "body_ms": percentiles(body_ms),
         "profiled_body_ms_per_call": round(profiled_ms, 2),

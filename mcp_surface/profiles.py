@@ -148,7 +148,7 @@ def current_shape(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]
         name, action = RENAMED[name]
         args = {"action": action, **args}
     if name in FILTERED:
-        args = _nest_filters(args)
+        args = nest_filters(args)
     return name, args
 
 
@@ -162,7 +162,7 @@ def _hidden(name: str, asked: str, action: str, profile: str) -> CodedToolError:
         {"tool": name, "profile": profile, "setting": "mcp.tools", "command": command})
 
 
-def _nest_filters(args: dict[str, Any]) -> dict[str, Any]:
+def nest_filters(args: dict[str, Any]) -> dict[str, Any]:
     """A call with the filter's fields at the top level (earlier releases), as one with them
     in ``filters``; a field given both ways is refused rather than silently picked."""
     flat = {k: args.pop(k) for k in list(args) if k in FLAT_FILTER_ARGS}

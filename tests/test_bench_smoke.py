@@ -286,3 +286,18 @@ def test_restart_cold_copy_keeps_holes_and_leaves_no_lock(tmp_path: Path) -> Non
     assert moved.stat().st_blocks * 512 < (1 << 20)  # the holes stayed holes
     assert not (copy / "brain.lock").exists() and not (copy / "owner.json").exists()
     assert (home / "brain.lock").exists()  # the original is untouched
+
+
+async def test_search_stages_time_the_search_the_tool_runs(brain) -> None:  # noqa: ANN001
+    """An all-projects call's body, as the stages run it, searches every project (the
+    server moves the top-level ``all_projects`` into ``filters``); it used to search the
+    default project, which holds none of these notes, and time an empty search."""
+    from bench.search_stages import _full, stages
+
+    bulk_add(brain.memory, [BulkNote(f"The cache layer evicts entry {i} on write", project=p)
+                            for i in range(3) for p in ("proj-0", "proj-1")])
+    full = _full({"properties": {"project": {"default": None}}},
+                 {"query": "cache eviction", "top_k": 4, "all_projects": True})
+    assert "all_projects" not in full and full["filters"].all_projects is True
+    out = await stages(brain, [{"query": "cache eviction", "top_k": 4, "all_projects": True}])
+    assert out["queries"] == 1 and out["body_hits"] == out["tool_hits"] == 4
