@@ -16,6 +16,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -248,6 +249,18 @@ def machine_info() -> dict[str, Any]:
         "qdrant_edge": edge,
         "load_average": list(os.getloadavg()),
     }
+
+
+def copy_store(src: Path, dst: Path) -> Path:
+    """A data dir (or a shard) copied to ``dst`` for a measurement: sparse files stay sparse
+    (a store's preallocated files are mostly holes), and its lock, owner record and socket
+    are left behind, so the copy opens as a store nobody holds."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-r", "--sparse=always", str(src), str(dst)], check=True)
+    for junk in ("*.lock", "owner.json", "*.sock"):
+        for f in dst.rglob(junk):
+            f.unlink()
+    return dst
 
 
 def emit_json(out: Any, path: str | None) -> None:

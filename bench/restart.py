@@ -26,12 +26,11 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import emit_json
+from bench import copy_store, emit_json
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -103,14 +102,8 @@ def drop_page_cache() -> None:
 
 
 def cold_copy(home: Path, tmp: Path) -> Path:
-    """``home`` copied under ``tmp`` (sparse files stay sparse), minus its lock and owner."""
-    dst = tmp / home.name
-    tmp.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cp", "-r", "--sparse=always", str(home), str(dst)], check=True)
-    for junk in ("*.lock", "owner.json", "*.sock"):
-        for f in dst.rglob(junk):
-            f.unlink()
-    return dst
+    """``home`` copied under ``tmp`` (bench.copy_store)."""
+    return copy_store(home, tmp / home.name)
 
 
 def main(argv: list[str] | None = None) -> int:

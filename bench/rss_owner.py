@@ -53,6 +53,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import copy_store
+
 ROOT = Path(__file__).resolve().parents[1]
 SEARCHES = 100
 ADDS = 20
@@ -475,11 +477,6 @@ def full(n: int) -> bool:
     return VectorCache.for_embedder(emb).done >= n
 
 
-def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.lock", "owner.json", "*.sock"))
-    return dst
-
-
 def _child(args: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
@@ -506,14 +503,14 @@ def measure(stores: Path, n: int, log: Callable[[str], None],
                            if record.is_file() else {"from": str(built)}}
     with tempfile.TemporaryDirectory(prefix="rss-owner-") as tmp:
         if "owners" in parts:
-            home = _copy(built, Path(tmp) / "owners")
+            home = copy_store(built, Path(tmp) / "owners")
             row["owners"] = _child(["--owners", str(home)])
             log(f"rss {n:,}: owners done")
         if "shard" in parts:
             shard = next((built / "store").glob("*"))
-            with_ix = _copy(shard, Path(tmp) / "shard-with")
-            without = _copy(shard, Path(tmp) / "shard-without")
-            on_disk = _copy(shard, Path(tmp) / "shard-on-disk")
+            with_ix = copy_store(shard, Path(tmp) / "shard-with")
+            without = copy_store(shard, Path(tmp) / "shard-without")
+            on_disk = copy_store(shard, Path(tmp) / "shard-on-disk")
             row["indexes_dropped"] = drop_indexes(without)
             drop_indexes(on_disk, on_disk=True)
             row["shard_with_indexes"] = _child(["--shard", str(with_ix)])
@@ -521,7 +518,7 @@ def measure(stores: Path, n: int, log: Callable[[str], None],
             row["shard_indexes_on_disk"] = _child(["--shard", str(on_disk)])
             log(f"rss {n:,}: raw shard done")
         if "stdio" in parts:
-            home = _copy(built, Path(tmp) / "stdio")
+            home = copy_store(built, Path(tmp) / "stdio")
             row["stdio"] = asyncio.run(stdio_server(home))
             log(f"rss {n:,}: stdio server at rest {row['stdio']['at_rest']}")
     return row
