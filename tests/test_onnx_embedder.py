@@ -76,7 +76,7 @@ def test_token_counts_and_pooling_match_torch(onnx_embedder: OnnxEmbedder, st_em
 
 
 def test_export_is_cached_and_reused(onnx_embedder: OnnxEmbedder, onnx_cache: Path) -> None:
-    kind = "int8" if onnx_embedder.quantize else "fp32"
+    kind = "int8" if onnx_embedder.quantize else "fp32-fused"
     files = list(onnx_cache.glob(f"*-{kind}.onnx"))
     assert [f.name for f in files] == [onnx_embedder.model_file.name]
     before = files[0].stat().st_mtime_ns
@@ -87,24 +87,26 @@ def test_export_is_cached_and_reused(onnx_embedder: OnnxEmbedder, onnx_cache: Pa
 
 
 def test_int8_is_quantised_from_the_cached_fp32_export(onnx_cache: Path, tmp_path: Path) -> None:
-    """With the fp32 export cached, an int8 file is its weights quantised: no torch export
-    (the model folder given here holds no model at all, which the export would refuse), and
-    its vectors are the fp32 ones within int8's tolerance."""
+    """With a plain fp32 export cached, an int8 file is its weights quantised: no torch
+    export (the model folder given here holds no model at all, which the export would
+    refuse), and its vectors are the fp32 ones within int8's tolerance."""
     import onnxruntime as ort
 
-    from brain.onnx_embedder import export
+    from brain.onnx_embedder import export, export_in_child
 
     fp32 = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
     assert isinstance(fp32, OnnxEmbedder)
     fp32.embed_query("exports the fp32 file into the cache")
+    if not fp32.plain_file.is_file():
+        export_in_child(fp32.source, fp32.plain_file, quantize=False, fused=False)
     empty = tmp_path / "no-model"
     empty.mkdir()
     with pytest.raises(ModelUnavailable, match="no config.json"):
         export(empty, tmp_path / "never.onnx", quantize=True)  # no fp32 to start from
     out = tmp_path / "int8.onnx"
-    assert export(empty, out, quantize=True, fp32=fp32.model_file) == []
+    assert export(empty, out, quantize=True, fp32=fp32.plain_file) == []
     # The MatMul weights in int8 (the token embeddings stay float32): 59 of 90 MB.
-    assert 0 < out.stat().st_size < fp32.model_file.stat().st_size * 0.75
+    assert 0 < out.stat().st_size < fp32.plain_file.stat().st_size * 0.75
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     enc = fp32._tokenizer.encode(TEXTS[2])
     feeds = {"input_ids": [enc.ids], "attention_mask": [enc.attention_mask],
@@ -114,6 +116,37 @@ def test_int8_is_quantised_from_the_cached_fp32_export(onnx_cache: Path, tmp_pat
     vec = hidden.mean(axis=0)
     vec /= np.linalg.norm(vec)
     assert float(vec @ fp32.embed_documents([TEXTS[2]])[0]) >= 0.985
+
+
+def test_the_fp32_file_runs_fused_attention_to_the_plain_graphs_vectors(
+    onnx_embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """The default file has each layer's attention as one operator (a dozen-token query runs
+    ~50 operators instead of ~670) and embeds, one text or a padded batch, what the plain
+    export embeds."""
+    import onnx
+
+    from brain.onnx_embedder import export_in_child, fuse, same_outputs
+
+    if onnx_embedder.quantize:
+        pytest.skip("int8 is quantised from the plain graph")
+    ops = [n.op_type for n in onnx.load(str(onnx_embedder.model_file)).graph.node]
+    assert ops.count("Attention") == 6 and len(ops) < 100
+    plain = onnx_embedder.plain_file
+    if not plain.is_file():
+        export_in_child(onnx_embedder.source, plain, quantize=False, fused=False)
+    assert "Attention" not in {n.op_type for n in onnx.load(str(plain)).graph.node}
+    assert same_outputs(plain, onnx_embedder.model_file)
+    one_by_one = np.stack([onnx_embedder.embed_documents([t])[0] for t in TEXTS[:6]])
+    batch = onnx_embedder.embed_documents(TEXTS[:6])  # padded to the longest
+    assert float((one_by_one * batch).sum(axis=1).min()) >= 0.99999
+    # A model the BERT fusions do not cover keeps its plain graph: nothing is written.
+    other = tmp_path / "not-bert"
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "mpnet", "num_attention_heads": 12, '
+                                       '"hidden_size": 768}')
+    assert not fuse(plain, tmp_path / "out.onnx", other)
+    assert not (tmp_path / "out.onnx").exists()
 
 
 def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedder) -> None:
