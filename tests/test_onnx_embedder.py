@@ -259,3 +259,17 @@ def test_a_failed_export_is_a_typed_error(tmp_path: Path) -> None:
         export_in_child(tmp_path / "not-a-model", out, quantize=False)
     assert "BRAIN__EMBEDDING__BACKEND=torch" in str(err.value)
     assert not out.exists()
+
+
+def test_the_graph_bench_times_both_graphs_to_the_same_vectors(
+    onnx_embedder: OnnxEmbedder,
+) -> None:
+    """``python -m bench.embed_graphs`` (BENCHMARKS.md, "The fused graph") on a few texts."""
+    from bench.embed_graphs import compare
+
+    if onnx_embedder.quantize:
+        pytest.skip("compares the fp32 graphs")
+    out = compare(queries=4, notes=8)
+    assert out["queries"] == 4 and out["files"]["fused"] == str(onnx_embedder.model_file)
+    assert out["min_cosine"]["queries"] >= 0.99999 and out["min_cosine"]["notes"] >= 0.99999
+    assert out["plain"]["query_p50_ms"] > 0 and out["fused"]["notes_per_s"] > 0
