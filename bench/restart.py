@@ -101,11 +101,6 @@ def drop_page_cache() -> None:
                          f"{exc.strerror}); run without --cold, or as root") from exc
 
 
-def cold_copy(home: Path, tmp: Path) -> Path:
-    """``home`` copied under ``tmp`` (bench.copy_store)."""
-    return copy_store(home, tmp / home.name)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.restart", description=__doc__)
     p.add_argument("store", help="a data dir a speed run left (e.g. .../speed-100000)")
@@ -125,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with tempfile.TemporaryDirectory(prefix="restart-cold-",
                                          dir=home.parent) as tmp:
-            copy = cold_copy(home, Path(tmp))
+            copy = copy_store(home, Path(tmp) / home.name)
             drop_page_cache()
             out = {**asyncio.run(run(copy, args.queries, sections)), "store": str(home),
                    "cold": "a copy, page cache dropped before the open"}

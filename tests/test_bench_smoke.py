@@ -270,7 +270,8 @@ def test_parallel_legs_times_each_part_both_ways() -> None:
 
 
 def test_restart_cold_copy_keeps_holes_and_leaves_no_lock(tmp_path: Path) -> None:
-    from bench.restart import cold_copy
+    """bench.copy_store, as ``bench.restart --cold`` and bench.rss_owner copy a store."""
+    from bench import copy_store
 
     home = tmp_path / "speed-10"
     (home / "store" / "shard").mkdir(parents=True)
@@ -280,7 +281,7 @@ def test_restart_cold_copy_keeps_holes_and_leaves_no_lock(tmp_path: Path) -> Non
         f.write(b"x")
     (home / "brain.lock").write_text("pid", encoding="ascii")
     (home / "owner.json").write_text("{}", encoding="ascii")
-    copy = cold_copy(home, tmp_path / "cold")
+    copy = copy_store(home, tmp_path / "cold" / home.name)
     moved = copy / "store" / "shard" / "vectors.dat"
     assert moved.read_bytes()[-1:] == b"x" and moved.stat().st_size == sparse.stat().st_size
     assert moved.stat().st_blocks * 512 < (1 << 20)  # the holes stayed holes
