@@ -124,34 +124,38 @@ def fuse(plain: Path, out: Path, source: Path) -> bool:
     heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
     if cfg.get("model_type") not in FUSABLE or not heads or not hidden:
         return False
-    from onnxruntime.transformers.optimizer import optimize_model
-
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)  # the optimizer logs its progress on the root logger
     try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
         model = optimize_model(str(plain), model_type="bert", num_heads=int(heads),
                                hidden_size=int(hidden), opt_level=1)
+        if not model.get_fused_operator_statistics().get("Attention"):
+            return False  # no attention pattern matched: nothing over the runtime's own
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            fused = Path(tmp) / "fused.onnx"
+            model.save_model_to_file(str(fused))
+            if not same_outputs(plain, fused, vocab=int(cfg.get("vocab_size") or 20000)):
+                return False
+            os.replace(fused, out)
+    except Exception as exc:  # noqa: BLE001 - the fusion is optional: the plain graph serves
+        log.warning("fusing %s failed (%s: %s): it runs unfused", plain.name,
+                    type(exc).__name__, str(exc)[:200])
+        return False
     finally:
         root.setLevel(level)
-    if not model.get_fused_operator_statistics().get("Attention"):
-        return False  # no attention pattern matched: nothing to gain over the runtime's own
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        fused = Path(tmp) / "fused.onnx"
-        model.save_model_to_file(str(fused))
-        if not same_outputs(plain, fused):
-            return False
-        os.replace(fused, out)
     return True
 
 
-def same_outputs(a: Path, b: Path, tolerance: float = 1e-3) -> bool:
-    """Whether two encoder graphs give the same hidden states for a padded batch (the
-    padded positions, which pooling masks out, are not compared)."""
+def same_outputs(a: Path, b: Path, tolerance: float = 1e-3, vocab: int = 20000) -> bool:
+    """Whether two encoder graphs give the same hidden states for a padded batch of token
+    ids below ``vocab`` (the padded positions, which pooling masks out, are not compared)."""
     import onnxruntime as ort
 
     rng = np.random.default_rng(0)
-    ids = rng.integers(1000, 20000, size=(3, 17), dtype=np.int64)
+    ids = rng.integers(min(1000, vocab // 2), min(20000, vocab), size=(3, 17), dtype=np.int64)
     mask = np.ones_like(ids)
     mask[1, 9:] = 0
     mask[2, 4:] = 0

@@ -147,6 +147,11 @@ def test_the_fp32_file_runs_fused_attention_to_the_plain_graphs_vectors(
                                        '"hidden_size": 768}')
     assert not fuse(plain, tmp_path / "out.onnx", other)
     assert not (tmp_path / "out.onnx").exists()
+    # Nor does a graph the optimizer cannot read: the fusion is optional, the export goes on.
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx graph")
+    assert not fuse(broken, tmp_path / "out.onnx", onnx_embedder.source)
+    assert not (tmp_path / "out.onnx").exists()
 
 
 def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedder) -> None:
