@@ -61,15 +61,33 @@ SHRINK_FROM_TOKENS = 1024
 # with a fragmented GB, holding each malloc arena's lock meanwhile), so an import's
 # back-to-back batches share one trim, after the last.
 TRIM_AFTER_IDLE_S = 2.0
-# onnxruntime's intra-op threads spin (busy-wait) after each run by default. A memory server
-# shares the machine with the agent and its client: on 2 CPUs, three stdio servers on one
-# 1,000-note store queried in turn under a load of 3-5 answered search_memory at p50 40.4 ms
-# spinning, 26.6 ms not (/work/notes/runs/spin/spinexp.py); one session in one process runs a
-# query in the same time either way (9.5 vs 9.0 ms) and a 64-note batch with 15% less CPU.
-# Spinning during a run only (with ``session.force_spinning_stop``: no CPU after it) embeds a
-# query in 3.2 instead of 4.0 ms, but a stdio search answered 11% slower beside two CPU-bound
-# processes on 2 CPUs (11% faster quiet): BENCHMARKS.md, "Footprint, round four".
-_NO_SPIN = ("session.intra_op.allow_spinning", "0")
+# onnxruntime's intra-op threads spin (busy-wait) for work by default, and keep spinning ~40
+# ms after each run. A memory server shares the machine with the agent and its client: on 2
+# CPUs, three stdio servers on one 1,000-note store queried in turn under a load of 3-5
+# answered search_memory at p50 40.4 ms spinning that way, 26.6 ms not (footprint round
+# four), so the threads used not to spin at all. Each of a query's ~50 operators then wakes
+# the pool's sleeping thread (a futex wake, and a wait for the scheduler when the CPUs are
+# busy). A spin bounded to ``SPIN_US`` between operators, and stopped when the run ends
+# (``force_spinning_stop``), keeps the pool awake inside a run only: a query embeds in 2.6
+# instead of 3.3 ms with less CPU (5.0 vs 5.7 ms a query), beside two CPU-bound processes in
+# 3.2-3.7 instead of 8.0 ms, and a run leaves no thread spinning (BENCHMARKS.md, "Footprint,
+# round seven"). onnxruntime before 1.32 may not read the bound (an unknown key is ignored,
+# and the threads would spin unbounded), so there the pool does not spin.
+SPIN_US = 20
+SPIN_FROM = (1, 32)
+
+
+def spin_options(version: str) -> list[tuple[str, str]]:
+    """The session's spin settings under onnxruntime ``version`` (see above)."""
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    if (major, minor) < SPIN_FROM:
+        return [("session.intra_op.allow_spinning", "0")]
+    return [("session.intra_op.allow_spinning", "1"),
+            ("session.intra_op.spin_duration_us", str(SPIN_US)),
+            ("session.force_spinning_stop", "1")]
 
 
 def cache_dir() -> Path:
@@ -322,7 +340,8 @@ class OnnxEmbedder(PromptedEncoder):
                 opts = ort.SessionOptions()
                 opts.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
                 opts.log_severity_level = 3
-                opts.add_session_config_entry(*_NO_SPIN)
+                for key, value in spin_options(ort.__version__):
+                    opts.add_session_config_entry(key, value)
                 session = ort.InferenceSession(str(path), opts,
                                                providers=["CPUExecutionProvider"])
                 shrink = ort.RunOptions()

@@ -4,6 +4,7 @@ cached) and run by onnxruntime, fp32 (the torch vectors) or int8 (close to them)
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from brain.app import Brain
 from brain.embedder import DEFAULT_MODEL, REGISTRY, build_embedder, embed_passages
 from brain.errors import ModelUnavailable
 from brain.memory import RecallFilter
-from brain.onnx_embedder import OnnxEmbedder
+from brain.onnx_embedder import OnnxEmbedder, spin_options
 from tests.conftest import _seed_store
 
 pytest.importorskip("onnxruntime")
@@ -155,9 +156,29 @@ def test_the_fp32_file_runs_fused_attention_to_the_plain_graphs_vectors(
 
 
 def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedder) -> None:
-    """A server beside an agent leaves the CPUs to it between runs (brain/onnx_embedder.py)."""
+    """A server beside an agent leaves the CPUs to it between runs: the pool spins only
+    inside a run, for at most SPIN_US between operators (brain/onnx_embedder.py). Spinning as
+    onnxruntime does by default burns ~40 ms of CPU after every run."""
+    import onnxruntime as ort
+
     opts = onnx_embedder._load().get_session_options()
-    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    for key, value in spin_options(ort.__version__):
+        assert opts.get_session_config_entry(key) == value
+    for text in TEXTS[:5]:
+        onnx_embedder.embed_query(text)
+    cpu = time.process_time()
+    time.sleep(0.5)
+    assert time.process_time() - cpu < 0.01
+
+
+def test_the_spin_is_bounded_or_off() -> None:
+    """Where onnxruntime may not read the spin bound, its threads do not spin at all."""
+    assert spin_options("1.18.1") == [("session.intra_op.allow_spinning", "0")]
+    assert spin_options("garbage") == [("session.intra_op.allow_spinning", "0")]
+    on = dict(spin_options("1.32.0"))
+    assert on["session.intra_op.allow_spinning"] == "1"
+    assert on["session.force_spinning_stop"] == "1"
+    assert int(on["session.intra_op.spin_duration_us"]) <= 100
 
 
 def test_a_model_without_a_local_folder_is_refused() -> None:
