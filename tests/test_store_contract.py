@@ -120,6 +120,25 @@ def test_flag_counts_count_true_and_false_among_the_ids_only(store: VectorStore)
     assert store.flag_counts([_pid(13), _pid(99)], "is_code") == (0, 0)
 
 
+def test_may_hold_flag_follows_every_write(store: VectorStore) -> None:
+    """False only while no point holds the flag true: the search skips its code-share
+    facet then, so each write that can change it must be seen (Edge keeps the answer
+    between writes; a server collection answers True, as others may write it)."""
+    exact = isinstance(store, EdgeStore)
+    store.upsert([_point(i, "x", is_code=False) for i in range(4)])
+    assert store.may_hold_flag("is_code") is not exact  # Edge: none is code
+    assert store.may_hold_flag("is_code") is not exact  # kept, still right
+    store.set_payload([_pid(2)], {"is_code": True})
+    assert store.may_hold_flag("is_code") is True
+    store.set_payload([_pid(2)], {"is_code": False})
+    assert store.may_hold_flag("is_code") is not exact
+    store.upsert([_point(9, "y", is_code=True)])
+    assert store.may_hold_flag("is_code") is True
+    store.delete([_pid(9)])
+    assert store.may_hold_flag("is_code") is not exact
+    assert store.flag_counts([_pid(i) for i in range(4)], "is_code") == (0, 4)
+
+
 def test_edge_flag_counts_answer_while_the_index_is_rebuilt(tmp_path: Path) -> None:
     store = EdgeStore(tmp_path / "shard")
     store.open(DIM)

@@ -91,9 +91,11 @@ class Point:
     sparse: SparseVector | None = None
 
 
-def record_point(rec: Any, with_vectors: bool, payload: dict[str, Any]) -> Point:
+def record_point(rec: Any, with_vectors: bool, payload: dict[str, Any],
+                 pid: str | None = None) -> Point:
     """A :class:`Point` from a record of either backend (qdrant-client's and Qdrant Edge's
-    name their vectors alike); ``payload`` is the record's, as the backend hands it back."""
+    name their vectors alike); ``payload`` is the record's, as the backend hands it back;
+    ``pid`` its id as text when the caller has it."""
     dense = sparse = None
     if with_vectors and rec.vector:
         vec = rec.vector
@@ -102,7 +104,8 @@ def record_point(rec: Any, with_vectors: bool, payload: dict[str, Any]) -> Point
         if SPARSE in vec:
             sv = vec[SPARSE]
             sparse = SparseVector(tuple(sv.indices), tuple(sv.values))
-    return Point(id=str(rec.id), payload=payload, dense=dense, sparse=sparse)
+    return Point(id=pid if pid is not None else str(rec.id), payload=payload, dense=dense,
+                 sparse=sparse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +253,10 @@ class VectorStore(Protocol):
     # (true, false): how many of the points ``ids`` hold the boolean ``field`` true, false
     # (a point without it is in neither), counted through its payload index.
     def flag_counts(self, ids: Sequence[str], field: str) -> tuple[int, int]: ...
+
+    # False only when the store knows no point holds the boolean ``field`` true (so
+    # flag_counts would find none true); True when some may.
+    def may_hold_flag(self, field: str) -> bool: ...
 
     def flush(self) -> None: ...
 

@@ -49,6 +49,7 @@ from brain.vector_store.base import (
     Hit,
     Hold,
     IndexState,
+    Match,
     Point,
     SparseVector,
     StoreInfo,
@@ -103,6 +104,10 @@ class EdgeStore:
         self._abort = threading.Event()
         self._warming: threading.Thread | None = None  # heap.warm_in_background at open
         self._deleted_since = 0  # points deleted since open or the last optimization
+        # Bumped after every write lands (and when the shard is replaced): what
+        # may_hold_flag learned stays true until it moves.
+        self._writes = 0
+        self._flags: dict[str, tuple[int, bool]] = {}
         # An index built otherwise than declared waits for the next optimization's copy.
         self.indexes_stale = False
         # The steps of the last optimization, seconds: copy (writes wait), child, swap (reads
@@ -217,6 +222,7 @@ class EdgeStore:
     def _open_shard(self, dimension: int) -> None:
         with heap.mapping_change():
             self._open_shard_locked(dimension)
+        self._writes += 1
 
     def _open_shard_locked(self, dimension: int) -> None:
         try:
@@ -509,6 +515,7 @@ class EdgeStore:
             self._shard = qe.EdgeShard.load(str(self.path))
             raise
         self._shard = new
+        self._writes += 1
         trash = self._sibling(".trash")
         os.rename(aside, trash)
         fsync_dir(parent)
@@ -550,6 +557,7 @@ class EdgeStore:
         with self._write_lock:
             with heap.mapping_change():
                 self._require().update(op)
+            self._writes += 1  # after the write: a reader that counted before it recounts
             self._deleted_since += deleted
             if self._recorded is not None:
                 self._recorded_points += points
@@ -605,7 +613,7 @@ class EdgeStore:
         )
         with self._rw.reading():
             found = self._require().query(req)
-        return [Hit(str(p.id), float(p.score), cv.unshadow(p.payload)) for p in found]
+        return cv.hits(found, fields)
 
     def query_sparse(
         self, vector: SparseVector, flt: Filter | None, limit: int,
@@ -622,7 +630,7 @@ class EdgeStore:
         )
         with self._rw.reading():
             found = self._require().query(req)
-        return [Hit(str(p.id), float(p.score), cv.unshadow(p.payload)) for p in found]
+        return cv.hits(found, fields)
 
     def scroll(
         self,
@@ -646,6 +654,18 @@ class EdgeStore:
     def count(self, flt: Filter | None = None) -> int:
         with self._rw.reading():
             return int(self._require().count(qe.CountRequest(exact=True, filter=cv.to_filter(flt))))
+
+    def may_hold_flag(self, field: str) -> bool:
+        """Whether any point may hold the boolean ``field`` true: one indexed read of a single
+        point, kept until the next write, so a store without code (``is_code``) skips the
+        code-share facet of every search (~0.35 ms of a 1,000-note search)."""
+        seen = self._writes
+        known = self._flags.get(field)
+        if known is not None and known[0] == seen:
+            return known[1]
+        held = bool(self.scroll(Filter(must=(Match(field, True),)), limit=1)[0])
+        self._flags[field] = (seen, held)
+        return held
 
     def flag_counts(self, ids: Sequence[str], field: str) -> tuple[int, int]:
         # One facet over the field's keyword shadow: the id set is converted once (~2 us an

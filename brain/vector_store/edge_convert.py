@@ -16,6 +16,7 @@ from brain.vector_store.base import (
     Filter,
     HasId,
     HasVector,
+    Hit,
     Match,
     MatchAny,
     Point,
@@ -82,8 +83,35 @@ def vectors(point: Point) -> dict[str, Any]:
     return vec
 
 
+# The binding hands point ids back as uuid.UUID objects, whose text costs ~0.8 us each in
+# Python; a search's two legs return ~100 of them, mostly the same notes search after search.
+# The text of the ids seen last is kept (~8 MB at most; emptied when full).
+_ID_TEXT: dict[int, str] = {}
+ID_TEXT_MAX = 32_768
+
+
+def id_text(pid: Any) -> str:
+    """A point id as text (``str(pid)``), from the recent ids' texts when seen."""
+    key = getattr(pid, "int", None)
+    if key is None:  # an id the binding gave as text or a number
+        return str(pid)
+    text = _ID_TEXT.get(key)
+    if text is None:
+        if len(_ID_TEXT) >= ID_TEXT_MAX:
+            _ID_TEXT.clear()
+        text = _ID_TEXT[key] = str(pid)
+    return text
+
+
+def hits(found: Sequence[Any], fields: Sequence[str] | None) -> list[Hit]:
+    """The hits of a query; ``fields`` empty: no payload was read (nor converted)."""
+    if fields is not None and not fields:
+        return [Hit(id_text(p.id), float(p.score), {}) for p in found]
+    return [Hit(id_text(p.id), float(p.score), unshadow(p.payload)) for p in found]
+
+
 def from_record(rec: Any, with_vectors: bool) -> Point:
-    return record_point(rec, with_vectors, unshadow(rec.payload))
+    return record_point(rec, with_vectors, unshadow(rec.payload), id_text(rec.id))
 
 
 def selector(fields: Sequence[str] | None) -> Any:

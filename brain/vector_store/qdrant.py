@@ -343,5 +343,9 @@ class QdrantClientStore:
         res = self._call(self._client.count, self.collection, count_filter=_filter(flt), exact=True)
         return int(res.count)
 
+    def may_hold_flag(self, field: str) -> bool:
+        # Other processes may write a server's collection: nothing is known between calls.
+        return True
+
     def flag_counts(self, ids: Sequence[str], field: str) -> tuple[int, int]:
         return count_flags(self, ids, field)
