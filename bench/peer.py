@@ -351,16 +351,43 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+QUIET_S = 0.03  # a server counts as idle once its CPU time stood still this long
+SETTLE_CAP_S = 1.0
+
+
+async def settle(pids: list[int], quiet_s: float = QUIET_S, cap_s: float = SETTLE_CAP_S,
+                 cpu: Callable[[int], float] | None = None) -> float:
+    """Wait until none of ``pids`` has used CPU for ``quiet_s`` (at most ``cap_s``); the
+    seconds waited. A server's work can outlast its answer: onnxruntime's threads spin ~40 ms
+    after each run by default (the peer's), a store writes its access stamps once calls pause
+    (ours); without the wait that work lands on the other side's first calls of a batch."""
+    read = cpu or cpu_s
+    t0 = time.monotonic()
+    last = [read(p) for p in pids]
+    still = time.monotonic()
+    while time.monotonic() - t0 < cap_s:
+        await asyncio.sleep(quiet_s / 3)
+        now = [read(p) for p in pids]
+        if now != last:
+            last, still = now, time.monotonic()
+        elif time.monotonic() - still >= quiet_s:
+            break
+    return time.monotonic() - t0
+
+
 async def timed(servers: dict[str, StdioServer], tool: dict[str, str],
                 args: dict[str, list[dict[str, Any]]], batch: int,
                 cpu: dict[str, float] | None = None
                 ) -> dict[str, list[tuple[float, dict[str, Any]]]]:
-    """Each side's calls, interleaved per ``batch``: (ms, result) lists. ``cpu`` gathers the
-    server processes' CPU seconds over their own batches (a cost the other processes on a
-    shared machine do not inflate, as they do wall time)."""
+    """Each side's calls, interleaved per ``batch``, each batch once both servers are idle
+    (:func:`settle`): (ms, result) lists. ``cpu`` gathers the server processes' CPU seconds
+    over their own batches (a cost the other processes on a shared machine do not inflate,
+    as they do wall time)."""
     n = len(args["ours"])
     out: dict[str, list[tuple[float, dict[str, Any]]]] = {"ours": [], "peer": []}
+    pids = [s.proc.pid for s in servers.values()]
     for side, a, b in schedule(n, batch):
+        await settle(pids)
         pid = servers[side].proc.pid
         c0 = cpu_s(pid)
         for x in args[side][a:b]:

@@ -3,6 +3,8 @@ queries, and the model layout handed to the peer (no install, no server: millise
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from bench.peer import (
     ratios,
     rss_by_kind,
     schedule,
+    settle,
     verdict,
 )
 from bench.peer_env import model_layout, peer_env, peer_tokenizer, stamp_matches
@@ -126,3 +129,17 @@ def test_the_peer_runs_the_plain_graph_unless_asked_for_ours(tmp_path: Path) -> 
     assert peer_model_file(emb, tmp_path / "bundled", "plain", said.append) == plain
     assert peer_model_file(emb, tmp_path / "bundled", "ours", said.append) == fused
     assert said == []  # nothing exported: the plain file was there
+
+
+def test_settle_waits_for_every_server_to_stop_using_cpu() -> None:
+    """A batch starts once the other server's leftover work (onnxruntime's spinning threads,
+    a store's deferred writes) is done: CPU time still moving keeps the wait going."""
+    ticks = {1: iter([0.0, 0.1, 0.2, 0.3] + [0.3] * 100), 2: iter([5.0] * 200)}
+
+    waited = asyncio.run(settle([1, 2], quiet_s=0.03, cap_s=2.0,
+                                     cpu=lambda pid: next(ticks[pid])))
+    assert 0.03 <= waited < 0.5  # three moving reads, then quiet for 30 ms
+    busy = itertools.count()
+    capped = asyncio.run(settle([1], quiet_s=0.03, cap_s=0.1,
+                                     cpu=lambda pid: float(next(busy))))
+    assert 0.1 <= capped < 0.3  # a server that never idles is waited for at most cap_s
