@@ -70,8 +70,8 @@ TRIM_AFTER_IDLE_S = 2.0
 # busy). A spin bounded to ``SPIN_US`` between operators, and stopped when the run ends
 # (``force_spinning_stop``), keeps the pool awake inside a run only: a query embeds in 2.6
 # instead of 3.3 ms with less CPU (5.0 vs 5.7 ms a query), beside two CPU-bound processes in
-# 3.2-3.7 instead of 8.0 ms, and a run leaves no thread spinning (BENCHMARKS.md, "Footprint,
-# round seven"). onnxruntime before 1.32 may not read the bound (an unknown key is ignored,
+# 3.2-3.7 instead of 8.0 ms, and a run leaves no thread spinning (BENCHMARKS.md, "Round
+# seven"). onnxruntime before 1.32 may not read the bound (an unknown key is ignored,
 # and the threads would spin unbounded), so there the pool does not spin.
 SPIN_US = 20
 SPIN_FROM = (1, 32)
