@@ -28,6 +28,7 @@ to a batch (a query, one text, keeps its arena).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -37,7 +38,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,77 @@ def spin_options(version: str) -> list[tuple[str, str]]:
     return [("session.intra_op.allow_spinning", "1"),
             ("session.intra_op.spin_duration_us", str(SPIN_US)),
             ("session.force_spinning_stop", "1")]
+
+
+# The most intra-op threads a session runs (the calling thread and its pool).
+MAX_THREADS = 4
+
+
+class Placement:
+    """Where a session's threads run when its pool covers every CPU the process may use
+    (2-4 CPUs). After a pause of even 50 ms, Linux placed the pool's thread on the calling
+    thread's CPU for the next ~5 runs (a 2-CPU VM: the two on one CPU in 17-21 of 25 such runs,
+    a query embedding in 5.0-5.7 instead of 2.9 ms, about one thread's time;
+    ``/work/notes/runs/qemb_gap3.py``). So the pool's threads are pinned to all CPUs but the
+    first, and the calling thread runs on the first for the length of a run, then gets its
+    CPUs back: 2.8-3.1 ms after the pause. A stdio search at 1k answered in 0.93-0.97 of the
+    time quiet, 0.86-0.99 beside one CPU-bound process, 0.89-1.04 beside two (BENCHMARKS.md,
+    "Round seven"). With more CPUs than threads nothing is pinned: the pool can go where the
+    CPUs are idle."""
+
+    def __init__(self, caller: frozenset[int], pool: tuple[int, ...]) -> None:
+        self.caller = caller
+        self.pool = pool
+
+    @classmethod
+    def plan(cls, allowed: set[int] | frozenset[int], threads: int) -> Placement | None:
+        """The placement for ``threads`` threads over the CPUs ``allowed``; None when the
+        pool does not cover them (one thread, or more CPUs than threads)."""
+        cpus = sorted(allowed)
+        if threads < 2 or len(cpus) != threads:
+            return None
+        return cls(frozenset(cpus[:1]), tuple(cpus[1:]))
+
+    def option(self) -> tuple[str, str]:
+        """onnxruntime's session entry: one CPU per pool thread, numbered from 1."""
+        return ("session.intra_op_thread_affinities", ";".join(str(c + 1) for c in self.pool))
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """The calling thread on the caller's CPUs for the length of a run, then back."""
+        try:
+            before = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, self.caller)
+        except OSError:  # a CPU set changed under the process: run where it is
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, before)
+
+
+def placement(threads: int) -> Placement | None:
+    """This process's :class:`Placement` (None where the OS has no CPU affinity, or with
+    ``BRAIN_ONNX_PIN=0``)."""
+    if not hasattr(os, "sched_getaffinity") or os.environ.get("BRAIN_ONNX_PIN") == "0":
+        return None
+    try:
+        allowed = os.sched_getaffinity(0)
+    except OSError:
+        return None
+    return Placement.plan(allowed, threads)
+
+
+def intra_op_threads() -> int:
+    """The intra-op threads of a session: the CPUs this process may use, at most
+    ``MAX_THREADS``."""
+    try:
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    except OSError:
+        n = 0
+    return max(1, min(MAX_THREADS, n or os.cpu_count() or 1))
 
 
 def cache_dir() -> Path:
@@ -297,6 +369,7 @@ class OnnxEmbedder(PromptedEncoder):
         self._pool = "mean"
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
+        self._place: Placement | None = None  # set with the session
         self._trim: threading.Timer | None = None  # the trim after the last batch, pending
 
     @property
@@ -338,10 +411,13 @@ class OnnxEmbedder(PromptedEncoder):
                 pad = tok.token_to_id("[PAD]")
                 tok.enable_padding(pad_id=pad if pad is not None else 0)
                 opts = ort.SessionOptions()
-                opts.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
+                opts.intra_op_num_threads = intra_op_threads()
                 opts.log_severity_level = 3
                 for key, value in spin_options(ort.__version__):
                     opts.add_session_config_entry(key, value)
+                place = placement(opts.intra_op_num_threads)
+                if place is not None:
+                    opts.add_session_config_entry(*place.option())
                 session = ort.InferenceSession(str(path), opts,
                                                providers=["CPUExecutionProvider"])
                 shrink = ort.RunOptions()
@@ -355,6 +431,7 @@ class OnnxEmbedder(PromptedEncoder):
                     "BRAIN__EMBEDDING__BACKEND=torch."
                 ) from exc
             self._names = [i.name for i in session.get_inputs()]
+            self._place = place
             self._tokenizer = tok
             self._shrink = shrink
             self._session = session
@@ -384,8 +461,9 @@ class OnnxEmbedder(PromptedEncoder):
                 }
                 big = feed["input_ids"].size >= SHRINK_FROM_TOKENS
                 shrunk = shrunk or big
-                hidden = session.run(None, {n: feed[n] for n in self._names},
-                                     self._shrink if big else None)[0]
+                with self._place.running() if self._place else contextlib.nullcontext():
+                    hidden = session.run(None, {n: feed[n] for n in self._names},
+                                         self._shrink if big else None)[0]
                 if self._pool == "cls":
                     vecs = hidden[:, 0]
                 else:

@@ -15,7 +15,13 @@ from brain.app import Brain
 from brain.embedder import DEFAULT_MODEL, REGISTRY, build_embedder, embed_passages
 from brain.errors import ModelUnavailable
 from brain.memory import RecallFilter
-from brain.onnx_embedder import OnnxEmbedder, spin_options
+from brain.onnx_embedder import (
+    OnnxEmbedder,
+    Placement,
+    intra_op_threads,
+    placement,
+    spin_options,
+)
 from tests.conftest import _seed_store
 
 pytest.importorskip("onnxruntime")
@@ -169,6 +175,40 @@ def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedde
     cpu = time.process_time()
     time.sleep(0.5)
     assert time.process_time() - cpu < 0.01
+
+
+def test_placement_pins_the_pool_only_when_it_covers_every_cpu() -> None:
+    two = Placement.plan({0, 1}, 2)
+    assert two is not None and two.caller == {0} and two.pool == (1,)
+    assert two.option() == ("session.intra_op_thread_affinities", "2")  # onnxruntime counts from 1
+    four = Placement.plan({4, 5, 6, 7}, 4)
+    assert four is not None and four.caller == {4} and four.option()[1] == "6;7;8"
+    assert Placement.plan(set(range(8)), 4) is None  # idle CPUs to spare: nothing pinned
+    assert Placement.plan({3}, 1) is None
+
+
+def test_placement_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRAIN_ONNX_PIN", "0")
+    assert placement(2) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two CPUs")
+def test_a_run_holds_the_caller_on_its_cpu_and_gives_its_cpus_back(
+        onnx_embedder: OnnxEmbedder) -> None:
+    before = os.sched_getaffinity(0)
+    place = Placement(frozenset(sorted(before)[:1]), tuple(sorted(before)[1:]))
+    with place.running():
+        assert os.sched_getaffinity(0) == place.caller
+    assert os.sched_getaffinity(0) == before
+    # The embedder's own session: pinned as placement() says, and a query changes nothing.
+    opts = onnx_embedder._load().get_session_options()
+    planned = placement(intra_op_threads())
+    entry = opts.get_session_config_entry("session.intra_op_thread_affinities") \
+        if planned is not None else None
+    assert entry == (planned.option()[1] if planned is not None else None)
+    onnx_embedder.embed_query(TEXTS[0])
+    assert os.sched_getaffinity(0) == before
 
 
 def test_the_spin_is_bounded_or_off() -> None:
