@@ -20,7 +20,11 @@ At each scale, in a fresh temp dir:
    (``search_memory`` top_k 10 in the project / ``memory_search`` limit 10, each query once,
    distinct queries: the peer caches query embeddings by text) and store (``add_memory`` /
    ``memory_store``, one note per call, notes neither store holds).
-4. After the calls, with both idle for a moment, read each server process's VmRSS and
+   Each batch starts once both servers have stopped using CPU (:func:`settle`).
+4. Then ``--paused`` searches per side one at a time, each after both servers have idled
+   ``PAUSE_S`` (an agent's calls come between its turns; the cold call is reported beside the
+   burst's p50, not as a target).
+5. After the calls, with both idle for a moment, read each server process's VmRSS and
    RssAnon from /proc/PID/status (and any children's).
 
 Ratios are ours / theirs (below 1: ours is lighter or faster). The issue-34 targets: RSS
@@ -106,6 +110,8 @@ def ratios(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, float | None
         "store_p95": r(ours["store_ms"]["p95"], peer["store_ms"]["p95"]),
         "search_p50": r(ours["search_ms"]["p50"], peer["search_ms"]["p50"]),
         "search_p95": r(ours["search_ms"]["p95"], peer["search_ms"]["p95"]),
+        "search_after_pause_p50": r((ours.get("search_after_pause_ms") or {}).get("p50"),
+                                    (peer.get("search_after_pause_ms") or {}).get("p50")),
         "search_cpu": r(ours.get("search_cpu_ms_per_call"), peer.get("search_cpu_ms_per_call")),
         "store_cpu": r(ours.get("store_cpu_ms_per_call"), peer.get("store_cpu_ms_per_call")),
     }
@@ -351,6 +357,7 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+PAUSE_S = 1.0  # the pause before each search of the after-a-pause figure
 QUIET_S = 0.03  # a server counts as idle once its CPU time stood still this long
 SETTLE_CAP_S = 1.0
 
@@ -397,6 +404,23 @@ async def timed(servers: dict[str, StdioServer], tool: dict[str, str],
     return out
 
 
+async def after_pause(servers: dict[str, StdioServer], tool: dict[str, str],
+                      args: dict[str, list[dict[str, Any]]], pause_s: float = PAUSE_S,
+                      cpu: Callable[[int], float] | None = None) -> dict[str, list[float]]:
+    """Each side's searches one at a time, each once both servers have been idle for
+    ``pause_s``, the two sides taking turns to go first: the ms of a call that comes after
+    a pause, as an agent's calls do between its turns (a burst's figure hides it). ``cpu``:
+    as in :func:`settle`."""
+    out: dict[str, list[float]] = {"ours": [], "peer": []}
+    pids = [s.proc.pid for s in servers.values()]
+    for side, a, _ in schedule(len(args["ours"]), 1):
+        await settle(pids, cpu=cpu)
+        await asyncio.sleep(pause_s)
+        ms, _res = await servers[side].call(tool[side], args[side][a])
+        out[side].append(ms)
+    return out
+
+
 async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.Namespace,
                   log: Callable[[str], None]) -> dict[str, Any]:
     queries, stores, batch = opts.queries, opts.stores, opts.batch
@@ -424,6 +448,7 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.
         env_ours.update(BRAIN__HOME=str(ours_home), PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1",
                         TOKENIZERS_PARALLELISM="false")
         qs = distinct_queries(queries, skip=WARM_CALLS)
+        paused_q = distinct_queries(opts.paused, skip=WARM_CALLS + queries) if opts.paused else []
         warm_q = distinct_queries(WARM_CALLS)
         adds = [f"{x} Written during the side-by-side run."
                 for x in synthetic_notes(stores + WARM_CALLS, seed=97)]
@@ -452,6 +477,9 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.
             stored = await timed(servers, tool_a,
                                  {k: v[WARM_CALLS:] for k, v in add_args.items()}, batch,
                                  cpu_store)
+            paused = await after_pause(servers, tool_s, {
+                "ours": [{"query": q, "top_k": TOP_K, "project": PROJECT} for q in paused_q],
+                "peer": [{"query": q, "limit": TOP_K} for q in paused_q]}) if paused_q else {}
             await asyncio.sleep(REST_S)
             for side, server in servers.items():
                 lat_s = [ms for ms, _ in searched[side]]
@@ -461,6 +489,8 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.
                 assert server.proc.pid is not None
                 row[side] = {
                     "search_ms": percentiles(lat_s),
+                    # A search PAUSE_S after both servers went idle (an agent's next turn).
+                    "search_after_pause_ms": percentiles(paused[side]) if paused else None,
                     # Stores the server took; a refused call (the peer's semantic dedup
                     # refuses a note close to one it holds) is counted apart.
                     "store_ms": percentiles(lat_a),
@@ -493,6 +523,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--scales", default="1000,10000", help="comma-separated note counts")
     ap.add_argument("--queries", type=int, default=200, help="timed searches per server")
     ap.add_argument("--stores", type=int, default=100, help="timed stores per server")
+    ap.add_argument("--paused", type=int, default=20,
+                    help=f"searches per server each after both idled {PAUSE_S:g} s (0: none)")
     ap.add_argument("--batch", type=int, default=10, help="calls per side per interleaved turn")
     ap.add_argument("--cache-from", type=int, default=50_000,
                     help="from this many notes on, both fills take the notes' vectors from "
@@ -569,7 +601,8 @@ def table(result: dict[str, Any]) -> str:
             f"{p['search_ms']['p50']:.1f} ({q['search_p50']:.2f}) | "
             f"{o['search_ms']['p95']:.1f} / {p['search_ms']['p95']:.1f} |")
     cpu = ["", "| notes | search CPU ms/call ours / theirs (ratio) | store CPU ms/call ours / "
-           "theirs (ratio) | stores refused ours / theirs | load average |", "|" + "---|" * 5]
+           "theirs (ratio) | search after a pause p50 ms ours / theirs (ratio) | stores refused "
+           "ours / theirs | load average |", "|" + "---|" * 6]
     for r in result["scales"]:
         o, p, q = r["ours"], r["peer"], r["ratio"]
         if "search_cpu_ms_per_call" not in o:
@@ -578,9 +611,17 @@ def table(result: dict[str, Any]) -> str:
             f"| {r['notes']:,} | {o['search_cpu_ms_per_call']:.1f} / "
             f"{p['search_cpu_ms_per_call']:.1f} ({q['search_cpu']:.2f}) | "
             f"{o['store_cpu_ms_per_call']:.1f} / {p['store_cpu_ms_per_call']:.1f} "
-            f"({q['store_cpu']:.2f}) | {o['store_refused']} / {p['store_refused']} | "
+            f"({q['store_cpu']:.2f}) | {_paused(o, p, q)} | "
+            f"{o['store_refused']} / {p['store_refused']} | "
             f"{r['load_average'][0]:.1f} |")
     return "\n".join(lines + (cpu if len(cpu) > 3 else []))
+
+
+def _paused(ours: dict[str, Any], peer: dict[str, Any], ratio: dict[str, Any]) -> str:
+    a, b = ours.get("search_after_pause_ms"), peer.get("search_after_pause_ms")
+    if not a or not b or ratio.get("search_after_pause_p50") is None:
+        return "not measured"
+    return f"{a['p50']:.1f} / {b['p50']:.1f} ({ratio['search_after_pause_p50']:.2f})"
 
 
 def section(result: dict[str, Any]) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.peer import (
+    after_pause,
     distinct_queries,
     peer_model_file,
     proc_memory,
@@ -143,3 +144,26 @@ def test_settle_waits_for_every_server_to_stop_using_cpu() -> None:
     capped = asyncio.run(settle([1], quiet_s=0.03, cap_s=0.1,
                                      cpu=lambda pid: float(next(busy))))
     assert 0.1 <= capped < 0.3  # a server that never idles is waited for at most cap_s
+
+
+def test_after_pause_calls_each_side_once_per_query_taking_turns_to_go_first() -> None:
+    """The after-a-pause figure: one call at a time, every query on both sides, the side that
+    goes first alternating (as in the burst), each call timed on its own."""
+    calls: list[tuple[str, str]] = []
+
+    class Fake:
+        def __init__(self, side: str) -> None:
+            self.side = side
+            self.proc = type("P", (), {"pid": 1})()
+
+        async def call(self, tool: str, args: dict[str, str]) -> tuple[float, dict[str, str]]:
+            calls.append((self.side, args["query"]))
+            return float(len(calls)), {}
+
+    servers = {"ours": Fake("ours"), "peer": Fake("peer")}
+    args = {k: [{"query": q} for q in ("a", "b", "c")] for k in servers}
+    out = asyncio.run(after_pause(servers, {"ours": "s", "peer": "s"}, args,  # type: ignore[arg-type]
+                                  pause_s=0.01, cpu=lambda pid: 0.0))
+    assert calls == [("ours", "a"), ("peer", "a"), ("peer", "b"), ("ours", "b"),
+                     ("ours", "c"), ("peer", "c")]
+    assert out == {"ours": [1.0, 4.0, 5.0], "peer": [2.0, 3.0, 6.0]}
