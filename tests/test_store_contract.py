@@ -147,6 +147,9 @@ def test_edge_flag_counts_answer_while_the_index_is_rebuilt(tmp_path: Path) -> N
         name = next(n for n in store.payload_indexes() if n.endswith("is_code"))
         store._update(qe.UpdateOperation.delete_field_index(name))  # a rebuild's first step
         assert store.flag_counts([_pid(i) for i in range(5)], "is_code") == (2, 3)
+        # Without the index nothing is known: the search counts (never skips wrongly).
+        store.set_payload([_pid(0), _pid(1)], {"is_code": False})
+        assert store.may_hold_flag("is_code") is True
     finally:
         store.close()
 

@@ -656,14 +656,19 @@ class EdgeStore:
             return int(self._require().count(qe.CountRequest(exact=True, filter=cv.to_filter(flt))))
 
     def may_hold_flag(self, field: str) -> bool:
-        """Whether any point may hold the boolean ``field`` true: one indexed read of a single
-        point, kept until the next write, so a store without code (``is_code``) skips the
-        code-share facet of every search (~0.35 ms of a 1,000-note search)."""
+        """Whether any point may hold the boolean ``field`` true, kept until the next write,
+        so a store without code (``is_code``) skips the code-share facet of every search
+        (~0.35 ms of a 1,000-note search). Asked of the field's index as an estimated count
+        (0.1-0.35 ms; 0 only when the index holds no such point): while the index is being
+        rebuilt the estimate is a guess above 0, so the answer is "may", where reading the
+        payloads instead took 8 ms at 1,000 notes."""
         seen = self._writes
         known = self._flags.get(field)
         if known is not None and known[0] == seen:
             return known[1]
-        held = bool(self.scroll(Filter(must=(Match(field, True),)), limit=1)[0])
+        req = qe.CountRequest(exact=False, filter=cv.to_filter(Filter(must=(Match(field, True),))))
+        with self._rw.reading():
+            held = int(self._require().count(req)) > 0
         self._flags[field] = (seen, held)
         return held
 
