@@ -140,14 +140,19 @@ class Placement:
                 os.sched_setaffinity(0, before)
 
 
+def _allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (empty where the OS does not say)."""
+    try:
+        return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+    except OSError:
+        return set()
+
+
 def placement(threads: int) -> Placement | None:
     """This process's :class:`Placement` (None where the OS has no CPU affinity, or with
     ``BRAIN_ONNX_PIN=0``)."""
-    if not hasattr(os, "sched_getaffinity") or os.environ.get("BRAIN_ONNX_PIN") == "0":
-        return None
-    try:
-        allowed = os.sched_getaffinity(0)
-    except OSError:
+    allowed = _allowed_cpus()
+    if not allowed or os.environ.get("BRAIN_ONNX_PIN") == "0":
         return None
     return Placement.plan(allowed, threads)
 
@@ -155,11 +160,7 @@ def placement(threads: int) -> Placement | None:
 def intra_op_threads() -> int:
     """The intra-op threads of a session: the CPUs this process may use, at most
     ``MAX_THREADS``."""
-    try:
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
-    except OSError:
-        n = 0
-    return max(1, min(MAX_THREADS, n or os.cpu_count() or 1))
+    return max(1, min(MAX_THREADS, len(_allowed_cpus()) or os.cpu_count() or 1))
 
 
 def cache_dir() -> Path:

@@ -651,9 +651,11 @@ class EdgeStore:
         points = [cv.from_record(r, with_vectors) for r in recs]
         return points, (str(next_offset) if next_offset is not None else None)
 
-    def count(self, flt: Filter | None = None) -> int:
+    def count(self, flt: Filter | None = None, exact: bool = True) -> int:
+        """Points matching ``flt``; ``exact`` False: the payload indexes' estimate."""
+        req = qe.CountRequest(exact=exact, filter=cv.to_filter(flt))
         with self._rw.reading():
-            return int(self._require().count(qe.CountRequest(exact=True, filter=cv.to_filter(flt))))
+            return int(self._require().count(req))
 
     def may_hold_flag(self, field: str) -> bool:
         """Whether any point may hold the boolean ``field`` true, kept until the next write,
@@ -666,9 +668,7 @@ class EdgeStore:
         known = self._flags.get(field)
         if known is not None and known[0] == seen:
             return known[1]
-        req = qe.CountRequest(exact=False, filter=cv.to_filter(Filter(must=(Match(field, True),))))
-        with self._rw.reading():
-            held = int(self._require().count(req)) > 0
+        held = self.count(Filter(must=(Match(field, True),)), exact=False) > 0
         self._flags[field] = (seen, held)
         return held
 
