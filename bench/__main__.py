@@ -120,7 +120,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-ablations", action="store_true", help="baselines only")
     p.add_argument(
         "--backend",
-        choices=("torch", "onnx", "onnx-int8"),
+        choices=("torch", "onnx", "onnx-fp32", "onnx-int8"),
         default=None,
         help="embedding backend (default: the configured one, BRAIN__EMBEDDING__BACKEND)",
     )

@@ -1,14 +1,16 @@
-"""The default model's plain ONNX graph beside the fused one our server runs::
+"""The default model's ONNX graphs side by side: plain, fused, and the fused graph with 8-bit
+weights our server runs::
 
     python -m bench.embed_graphs [--queries 300] [--notes 640] [--json F]
 
-brain/onnx_embedder.py writes the fp32 file with each layer's attention fused (``fuse``).
-This times, on this machine, both graphs side by side in one process, each on the session
-options the server uses (two intra-op threads, no spinning): single synthetic queries (the
-two sessions alternating per query, p50 ms) and ``--notes`` synthetic notes in batches of 64
-(best of three, seconds), and checks the vectors agree (minimum cosine). The plain file is
+brain/onnx_embedder.py writes the fp32 file with each layer's attention fused (``fuse``) and,
+for the default ``onnx`` backend, that graph with its MatMul weights in 8 bits per block
+(``weights8``). This times, on this machine, the graphs side by side in one process, each on
+the session options the server uses: single synthetic queries (the sessions alternating per
+query, p50 ms) and ``--notes`` synthetic notes in batches of 64 (best of three, seconds), and
+checks the vectors agree (minimum cosine: fused to plain, 8-bit to fused). The plain file is
 exported once into the ONNX cache when it is missing (~12 s, torch in a child process).
-BENCHMARKS.md, "The fused graph".
+BENCHMARKS.md, "The fused graph" and "Round eight".
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _embedder_on(base: Any, path: Path) -> Any:
         def model_file(self) -> Path:
             return path
 
-    return _On(base.record, base.source)
+    return _On(base.record, base.source, backend="onnx-fp32")
 
 
 def compare(queries: int, notes: int) -> dict[str, Any]:
@@ -47,7 +49,9 @@ def compare(queries: int, notes: int) -> dict[str, Any]:
     if not default.plain_file.is_file():
         export_in_child(default.source, default.plain_file, quantize=False, fused=False)
     graphs = {"plain": _embedder_on(default, default.plain_file),
-              "fused": _embedder_on(default, default.model_file)}
+              "fused": _embedder_on(default, default.fused_file)}
+    if default.model_file.is_file():  # absent where the 8-bit weights were not kept
+        graphs["w8"] = _embedder_on(default, default.model_file)
     qs = list(dict.fromkeys(synthetic_queries(queries * 3)))[:queries]
     texts = synthetic_notes(notes)
     for emb in graphs.values():
@@ -66,18 +70,27 @@ def compare(queries: int, notes: int) -> dict[str, Any]:
             t = time.perf_counter()
             dvecs[name] = emb.embed_documents(texts)
             batch_s[name].append(time.perf_counter() - t)
-    cos_q = float(min(a @ b for a, b in zip(qvecs["plain"], qvecs["fused"], strict=True)))
-    cos_d = float((dvecs["plain"] * dvecs["fused"]).sum(axis=1).min())
     out: dict[str, Any] = {"queries": len(qs), "notes": notes, "files": {
         k: str(e.model_file) for k, e in graphs.items()}}
     for name in graphs:
         out[name] = {"query_p50_ms": round(statistics.median(query_ms[name]), 2),
                      "batch_best_s": round(min(batch_s[name]), 2),
                      "notes_per_s": round(notes / min(batch_s[name]))}
-    out["fused_over_plain"] = {
-        "query_p50": round(out["fused"]["query_p50_ms"] / out["plain"]["query_p50_ms"], 3),
-        "batch": round(out["fused"]["batch_best_s"] / out["plain"]["batch_best_s"], 3)}
-    out["min_cosine"] = {"queries": round(cos_q, 6), "notes": round(cos_d, 6)}
+
+    def versus(a: str, b: str) -> dict[str, float]:
+        return {"query_p50": round(out[a]["query_p50_ms"] / out[b]["query_p50_ms"], 3),
+                "batch": round(out[a]["batch_best_s"] / out[b]["batch_best_s"], 3)}
+
+    def cosine(a: str, b: str) -> dict[str, float]:
+        q = min(x @ y for x, y in zip(qvecs[a], qvecs[b], strict=True))
+        return {"queries": round(float(q), 6),
+                "notes": round(float((dvecs[a] * dvecs[b]).sum(axis=1).min()), 6)}
+
+    out["fused_over_plain"] = versus("fused", "plain")
+    out["min_cosine"] = cosine("plain", "fused")
+    if "w8" in graphs:
+        out["w8_over_fused"] = versus("w8", "fused")
+        out["w8_min_cosine"] = cosine("fused", "w8")
     return out
 
 

@@ -342,7 +342,8 @@ def build_embedder(
         return build_remote(record, remote)
     if record.provider == "hash":
         return HashEmbedder(record)
-    if record.provider == "sentence-transformers" and backend in ("onnx", "onnx-int8"):
+    if record.provider == "sentence-transformers" and backend in ("onnx", "onnx-fp32",
+                                                                   "onnx-int8"):
         from brain.onnx_embedder import OnnxEmbedder
 
         source = record.local_path or bundled_model_path(record.id)
@@ -351,8 +352,7 @@ def build_embedder(
                 f"the onnx backend needs {record.id} in a local folder; install its package or "
                 "point BRAIN__EMBEDDING__MODEL at the folder, or set BRAIN__EMBEDDING__BACKEND=torch"
             )
-        return OnnxEmbedder(record, Path(source), batch_size=batch_size,
-                            quantize=backend == "onnx-int8")
+        return OnnxEmbedder(record, Path(source), batch_size=batch_size, backend=backend)
     if record.provider == "sentence-transformers":
         # onnx / onnx-int8 went to OnnxEmbedder above: what is left runs on torch.
         return SentenceTransformerEmbedder(record, batch_size=batch_size)

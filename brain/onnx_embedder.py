@@ -1,13 +1,15 @@
-"""The ``onnx`` and ``onnx-int8`` embedding backends: the same sentence-transformers model,
-exported once to ONNX and run by onnxruntime.
+"""The ``onnx``, ``onnx-fp32`` and ``onnx-int8`` embedding backends: the same
+sentence-transformers model, exported once to ONNX and run by onnxruntime.
 
 On first use the model's transformer is exported with ``torch.onnx.export``, in a child
-process so that torch and transformers never load into the server (``onnx``: fp32,
+process so that torch and transformers never load into the server (``onnx-fp32``: fp32,
 the same vectors as torch to cosine 0.9999999, with each layer's attention fused into one
-operator where the model is a BERT encoder, :func:`fuse`) and, for ``onnx-int8``, its MatMul
+operator where the model is a BERT encoder, :func:`fuse`). ``onnx``, the default, runs that
+graph with its MatMul weights in 8 bits per block (:func:`weights8`, also in a child:
+seconds, no torch), within cosine 0.999 of it. For ``onnx-int8`` the plain graph's MatMul
 weights are quantised to int8 per channel (``onnxruntime.quantization.quantize_dynamic``;
 from a cached plain fp32 export when there is one, without torch: ~3 s instead of ~12 s
-here); the file is cached under ``$XDG_CACHE_HOME/opencode-brain/onnx`` (``BRAIN_ONNX_CACHE``
+here). Each file is cached under ``$XDG_CACHE_HOME/opencode-brain/onnx`` (``BRAIN_ONNX_CACHE``
 overrides), written atomically so concurrent first starts do not collide. Pooling (mean or
 CLS, from the model's ``1_Pooling/config.json``) and L2 normalisation run in numpy.
 
@@ -51,6 +53,10 @@ from brain.errors import ModelUnavailable
 log = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Each backend's cached file: ``onnx`` (the default) the fused graph with 8-bit MatMul
+# weights (``W8_BLOCK``), ``onnx-fp32`` the fused fp32 graph (torch's vectors), ``onnx-int8``
+# the plain graph quantised dynamically to int8 per channel.
+BACKENDS = {"onnx": "fp32-fused-w8", "onnx-fp32": "fp32-fused", "onnx-int8": "int8"}
 # Model types whose export :func:`fuse` runs the BERT fusions on (MiniLM, BGE, E5 and the
 # other BERT encoders); any other model runs its plain export.
 FUSABLE = frozenset({"bert"})
@@ -76,6 +82,19 @@ TRIM_AFTER_IDLE_S = 2.0
 # and the threads would spin unbounded), so there the pool does not spin.
 SPIN_US = 20
 SPIN_FROM = (1, 32)
+# The ``onnx`` backend's file: the fused fp32 graph with each MatMul's weights in 8 bits per
+# block of ``W8_BLOCK`` inputs (onnxruntime's MatMulNBits, weight-only: a scale per block, so
+# one outlying weight costs its block, not its column), multiplied as int8 where the CPU has
+# the instructions (``W8_ACCURACY`` 4; 0 multiplies in fp32 but ran 4x slower here). A
+# dozen-token query reads every layer's weights once: 42 MB of fp32 streamed through a 32 MB
+# L3 took 2.6-3.0 ms, 19 MB (the fused attention's own QKV weights stay fp32) 1.9-2.2 ms, and
+# a 64-text batch of 128 tokens took 1.4 instead of 2.2 s. Its vectors are the fp32 graph's
+# to cosine 0.9995 (min over 300 queries; mean 0.9997) and CoSQA/LoCoMo recall moved by at
+# most 0.003 (BENCHMARKS.md, "Round eight"). A file whose vectors move more than
+# ``W8_MIN_COSINE`` is not kept: that model runs its fp32 graph (``onnx-fp32`` always does).
+W8_BLOCK = 128
+W8_ACCURACY = 4
+W8_MIN_COSINE = 0.999
 
 
 def spin_options(version: str) -> list[tuple[str, str]]:
@@ -240,24 +259,80 @@ def fuse(plain: Path, out: Path, source: Path) -> bool:
     return True
 
 
-def same_outputs(a: Path, b: Path, tolerance: float = 1e-3, vocab: int = 20000) -> bool:
-    """Whether two encoder graphs give the same hidden states for a padded batch of token
-    ids below ``vocab`` (the padded positions, which pooling masks out, are not compared)."""
-    import onnxruntime as ort
-
+def _probe(vocab: int) -> dict[str, np.ndarray]:
+    """A padded batch of three token-id rows below ``vocab``, the graphs' comparison input."""
     rng = np.random.default_rng(0)
     ids = rng.integers(min(1000, vocab // 2), min(20000, vocab), size=(3, 17), dtype=np.int64)
     mask = np.ones_like(ids)
     mask[1, 9:] = 0
     mask[2, 4:] = 0
-    feed = {"input_ids": ids * mask, "attention_mask": mask,
+    return {"input_ids": ids * mask, "attention_mask": mask,
             "token_type_ids": np.zeros_like(ids)}
-    outs = []
-    for path in (a, b):
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        outs.append(session.run(None, {i.name: feed[i.name] for i in session.get_inputs()})[0])
-    keep = mask.astype(bool)
-    return bool(np.abs(outs[0][keep] - outs[1][keep]).max() <= tolerance)
+
+
+def _hidden(path: Path, feed: dict[str, np.ndarray]) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {i.name: feed[i.name] for i in session.get_inputs()})[0]
+
+
+def same_outputs(a: Path, b: Path, tolerance: float = 1e-3, vocab: int = 20000) -> bool:
+    """Whether two encoder graphs give the same hidden states for a padded batch of token
+    ids below ``vocab`` (the padded positions, which pooling masks out, are not compared)."""
+    feed = _probe(vocab)
+    keep = feed["attention_mask"].astype(bool)
+    return bool(np.abs(_hidden(a, feed)[keep] - _hidden(b, feed)[keep]).max() <= tolerance)
+
+
+def vectors_cosine(a: Path, b: Path, vocab: int = 20000) -> float:
+    """The lowest cosine between two encoder graphs' mean-pooled vectors of :func:`_probe`'s
+    rows (the check a quantised graph passes before it is kept)."""
+    feed = _probe(vocab)
+    mask = feed["attention_mask"][..., None].astype(np.float32)
+    a_vec, b_vec = ((_hidden(p, feed) * mask).sum(axis=1) for p in (a, b))
+    a_vec /= np.linalg.norm(a_vec, axis=1, keepdims=True)
+    b_vec /= np.linalg.norm(b_vec, axis=1, keepdims=True)
+    return float((a_vec * b_vec).sum(axis=1).min())
+
+
+def weights8(fp32: Path, out: Path, source: Path | None = None,
+             block: int = W8_BLOCK) -> bool:
+    """Write ``fp32``'s graph to ``out`` (atomically) with each MatMul's constant weights
+    quantised to 8 bits per block (see ``W8_BLOCK``); True when written. False, ``out``
+    untouched, when the quantiser cannot run (``onnxruntime.quantization``'s MatMulNBits
+    quantiser needs ``onnx-ir``) or the vectors move below ``W8_MIN_COSINE``."""
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import (
+            DefaultWeightOnlyQuantConfig,
+            MatMulNBitsQuantizer,
+        )
+    except ImportError as exc:
+        log.warning("8-bit weights unavailable (%s): %s runs in fp32", exc, fp32.name)
+        return False
+    import onnx
+
+    cfg = {}
+    if source is not None and (source / "config.json").is_file():
+        cfg = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    vocab = int(cfg.get("vocab_size") or 20000)
+    # The quantiser logs each node it skips at INFO, on its own handler.
+    quiet = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    quiet.setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        staged = Path(tmp) / "w8.onnx"
+        quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), algo_config=(
+            DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True,
+                                         accuracy_level=W8_ACCURACY, bits=8)))
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(staged), use_external_data_format=False)
+        cosine = vectors_cosine(fp32, staged, vocab)
+        if cosine < W8_MIN_COSINE:
+            log.warning("8-bit weights moved %s's vectors to cosine %.4f (< %s): it runs "
+                        "in fp32", fp32.name, cosine, W8_MIN_COSINE)
+            return False
+        os.replace(staged, out)
+    return True
 
 
 def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
@@ -336,6 +411,24 @@ def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None =
                                "the export, or set BRAIN__EMBEDDING__BACKEND=torch.")
 
 
+def weights8_in_child(fp32: Path, out: Path, source: Path) -> bool:
+    """:func:`weights8` in a child process (the quantiser holds the whole graph in memory,
+    which the server would keep as heap); False when it kept nothing (logged)."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    cmd = [sys.executable, "-m", "brain.onnx_embedder", str(source), str(out),
+           "--w8-from", str(fp32)]
+    proc = subprocess.run(cmd, env=env, cwd=root,
+                          capture_output=True, text=True, timeout=3600, check=False)
+    if proc.returncode == 0 and out.is_file():
+        return True
+    tail = " / ".join(proc.stderr.strip().splitlines()[-2:])
+    log.warning("8-bit weights of %s were not kept (%s): it runs in fp32", fp32.name,
+                tail or f"exit {proc.returncode}")
+    return False
+
+
 def _pooling(source: Path) -> str:
     cfg = source / "1_Pooling" / "config.json"
     if not cfg.is_file():
@@ -355,11 +448,13 @@ class OnnxEmbedder(PromptedEncoder):
     """Same interface as SentenceTransformerEmbedder; loads (and exports) lazily."""
 
     def __init__(
-        self, record: Any, source: Path, batch_size: int = 64, quantize: bool = False
+        self, record: Any, source: Path, batch_size: int = 64, backend: str = "onnx"
     ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"onnx backend {backend!r}: one of {', '.join(BACKENDS)}")
         self.record = record
-        self.quantize = quantize
-        self.backend = "onnx-int8" if quantize else "onnx"
+        self.backend = backend
+        self.quantize = backend == "onnx-int8"
         self.source = Path(source)
         self._batch_size = batch_size
         self._session: Any = None
@@ -375,8 +470,14 @@ class OnnxEmbedder(PromptedEncoder):
 
     @property
     def model_file(self) -> Path:
-        """The file this backend runs: int8 weights, or fp32 with fused attention."""
-        return self._cached("int8" if self.quantize else "fp32-fused")
+        """The file this backend runs (see ``BACKENDS``); ``onnx`` runs :attr:`fused_file`
+        instead where its 8-bit weights were not kept."""
+        return self._cached(BACKENDS[self.backend])
+
+    @property
+    def fused_file(self) -> Path:
+        """The fp32 graph with fused attention (``onnx-fp32``; what ``onnx`` quantises)."""
+        return self._cached(BACKENDS["onnx-fp32"])
 
     @property
     def plain_file(self) -> Path:
@@ -400,10 +501,7 @@ class OnnxEmbedder(PromptedEncoder):
                 from tokenizers import Tokenizer
 
                 self._pool = _pooling(self.source)
-                path = self.model_file
-                if not path.is_file():
-                    log.info("exporting %s to ONNX at %s (once)", self.record.id, path)
-                    export_in_child(self.source, path, self.quantize, self.plain_file)
+                path = self._model_path()
                 self._counter = Tokenizer.from_file(str(self.source / "tokenizer.json"))
                 self._counter.no_truncation()
                 self._counter.no_padding()
@@ -439,6 +537,20 @@ class OnnxEmbedder(PromptedEncoder):
             heap.release()  # the model file's bytes and the weights prepacking replaced
             log.info("embedding model %s runs on onnxruntime (%s)", self.record.id, self.backend)
             return session
+
+    def _model_path(self) -> Path:
+        """The file to run, exported (and quantised) first where it is not cached."""
+        path = self.model_file
+        if path.is_file():
+            return path
+        fp32 = self.fused_file if self.backend == "onnx" else path
+        if not fp32.is_file():
+            log.info("exporting %s to ONNX at %s (once)", self.record.id, fp32)
+            export_in_child(self.source, fp32, self.quantize, self.plain_file)
+        if fp32 == path:
+            return path
+        log.info("quantising %s's weights to 8 bits at %s (once)", self.record.id, path)
+        return path if weights8_in_child(fp32, path, self.source) else fp32
 
     @property
     def dimension(self) -> int:
@@ -498,5 +610,10 @@ if __name__ == "__main__":  # the export's child process (export_in_child)
     parser.add_argument("--from-fp32", type=Path, default=None,
                         help="with --int8: quantise this (plain) fp32 export instead of exporting")
     parser.add_argument("--plain", action="store_true", help="fp32 without fused attention")
+    parser.add_argument("--w8-from", type=Path, default=None,
+                        help="write this fp32 graph with 8-bit MatMul weights (weights8)")
     args = parser.parse_args()
+    if args.w8_from is not None:
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        sys.exit(0 if weights8(args.w8_from, args.out, args.source) else 3)
     export(args.source, args.out, args.int8, args.from_fp32, fused=not args.plain)
