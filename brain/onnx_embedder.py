@@ -87,11 +87,12 @@ SPIN_FROM = (1, 32)
 # one outlying weight costs its block, not its column), multiplied as int8 where the CPU has
 # the instructions (``W8_ACCURACY`` 4; 0 multiplies in fp32 but ran 4x slower here). A
 # dozen-token query reads every layer's weights once: 42 MB of fp32 streamed through a 32 MB
-# L3 took 2.6-3.0 ms, 19 MB (the fused attention's own QKV weights stay fp32) 1.9-2.2 ms, and
-# a 64-text batch of 128 tokens took 1.4 instead of 2.2 s. Its vectors are the fp32 graph's
-# to cosine 0.9995 (min over 300 queries; mean 0.9997) and CoSQA/LoCoMo recall moved by at
-# most 0.003 (BENCHMARKS.md, "Round eight"). A file whose vectors move more than
-# ``W8_MIN_COSINE`` is not kept: that model runs its fp32 graph (``onnx-fp32`` always does).
+# L3 took 2.7 ms, 19 MB (the fused attention's own QKV weights stay fp32) 2.05 ms, and 640
+# notes in batches of 64 took 0.82 of the time (``python -m bench.embed_graphs``). Its vectors
+# are the fp32 graph's to cosine 0.9992 (min over 300 queries and 640 notes; mean 0.9997) and
+# recall on the bench's test halves moved by at most 0.004 (BENCHMARKS.md, "Round eight"). A
+# file whose vectors move more than ``W8_MIN_COSINE`` is not kept: that model runs its fp32
+# graph (``onnx-fp32`` always does).
 W8_BLOCK = 128
 W8_ACCURACY = 4
 W8_MIN_COSINE = 0.999
