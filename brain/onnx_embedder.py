@@ -302,7 +302,8 @@ def weights8(fp32: Path, out: Path, source: Path | None = None,
     """Write ``fp32``'s graph to ``out`` (atomically) with each MatMul's constant weights
     quantised to 8 bits per block (see ``W8_BLOCK``); True when written. False, ``out``
     untouched, when the quantiser cannot run (``onnxruntime.quantization``'s MatMulNBits
-    quantiser needs ``onnx-ir``) or the vectors move below ``W8_MIN_COSINE``."""
+    quantiser needs ``onnx-ir``) or the vectors move below ``W8_MIN_COSINE``; the latter is
+    remembered beside ``out`` (:func:`refusal_of`), so later starts do not quantise again."""
     try:
         from onnxruntime.quantization.matmul_nbits_quantizer import (
             DefaultWeightOnlyQuantConfig,
@@ -329,8 +330,10 @@ def weights8(fp32: Path, out: Path, source: Path | None = None,
         quantizer.model.save_model_to_file(str(staged), use_external_data_format=False)
         cosine = vectors_cosine(fp32, staged, vocab)
         if cosine < W8_MIN_COSINE:
-            log.warning("8-bit weights moved %s's vectors to cosine %.4f (< %s): it runs "
-                        "in fp32", fp32.name, cosine, W8_MIN_COSINE)
+            reason = (f"8-bit weights moved {fp32.name}'s vectors to cosine {cosine:.4f} "
+                      f"(< {W8_MIN_COSINE})")
+            refusal_of(out).write_text(reason + "\n", encoding="utf-8")
+            log.warning("%s: it runs in fp32", reason)
             return False
         os.replace(staged, out)
     return True
@@ -410,6 +413,12 @@ def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None =
         raise ModelUnavailable(f"exporting {source} to ONNX failed (exit {proc.returncode}: "
                                f"{tail}). Install torch and onnx (pip install torch onnx) for "
                                "the export, or set BRAIN__EMBEDDING__BACKEND=torch.")
+
+
+def refusal_of(out: Path) -> Path:
+    """Where :func:`weights8` records that ``out``'s vectors moved too far (delete it to try
+    again)."""
+    return out.with_name(out.name + ".refused")
 
 
 def weights8_in_child(fp32: Path, out: Path, source: Path) -> bool:
@@ -550,6 +559,8 @@ class OnnxEmbedder(PromptedEncoder):
             export_in_child(self.source, fp32, self.quantize, self.plain_file)
         if fp32 == path:
             return path
+        if refusal_of(path).is_file():  # this model's 8-bit weights moved its vectors
+            return fp32
         log.info("quantising %s's weights to 8 bits at %s (once)", self.record.id, path)
         return path if weights8_in_child(fp32, path, self.source) else fp32
 

@@ -387,7 +387,8 @@ def test_8_bit_weights_that_move_the_vectors_are_not_kept(
     out = tmp_path / "w8.onnx"
     monkeypatch.setattr(oe, "W8_MIN_COSINE", 1.01)  # a bar no quantised graph clears
     assert not oe.weights8(onnx_embedder.fused_file, out, onnx_embedder.source)
-    assert not out.exists() and not list(tmp_path.iterdir())
+    assert not out.exists() and list(tmp_path.iterdir()) == [oe.refusal_of(out)]
+    assert "cosine" in oe.refusal_of(out).read_text(encoding="utf-8")
     monkeypatch.undo()
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not an onnx graph")
@@ -404,3 +405,8 @@ def test_8_bit_weights_that_move_the_vectors_are_not_kept(
     fp32 = OnnxEmbedder(onnx_embedder.record, onnx_embedder.source, backend="onnx-fp32")
     assert float(emb.embed_query(TEXTS[0]) @ fp32.embed_query(TEXTS[0])) >= 0.99999
     assert not emb.model_file.exists()
+    # A refusal on record: the next start runs the fp32 graph without quantising again.
+    oe.refusal_of(emb.model_file).write_text("moved\n", encoding="utf-8")
+    monkeypatch.setattr(oe, "weights8_in_child", lambda *a: pytest.fail("quantised again"))
+    again = OnnxEmbedder(onnx_embedder.record, onnx_embedder.source, backend="onnx")
+    assert again._model_path() == again.fused_file
