@@ -390,24 +390,29 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
     return names
 
 
+def _child(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``python -m brain.onnx_embedder ARGS`` in a child process, output captured."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    return subprocess.run([sys.executable, "-m", "brain.onnx_embedder", *args], env=env,
+                          cwd=root, capture_output=True, text=True, timeout=3600, check=False)
+
+
 def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
                     fused: bool = True) -> None:
     """:func:`export` in a child process (``python -m brain.onnx_embedder``). torch and
     transformers, which the export needs, would otherwise stay loaded in the server for the
     rest of its life (bench/rss_owner.py); the default path runs on onnxruntime alone. An
     int8 file is quantised from ``fp32`` when that export is cached."""
-    root = str(Path(__file__).resolve().parents[1])
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
-    cmd = [sys.executable, "-m", "brain.onnx_embedder", str(source), str(out)]
+    cmd = [str(source), str(out)]
     if quantize:
         cmd.append("--int8")
         if fp32 is not None and fp32.is_file():
             cmd += ["--from-fp32", str(fp32)]
     elif not fused:
         cmd.append("--plain")
-    proc = subprocess.run(cmd, env=env, cwd=root,
-                          capture_output=True, text=True, timeout=3600, check=False)
+    proc = _child(cmd)
     if proc.returncode != 0 or not out.is_file():
         tail = " / ".join(proc.stderr.strip().splitlines()[-3:])
         raise ModelUnavailable(f"exporting {source} to ONNX failed (exit {proc.returncode}: "
@@ -424,13 +429,7 @@ def refusal_of(out: Path) -> Path:
 def weights8_in_child(fp32: Path, out: Path, source: Path) -> bool:
     """:func:`weights8` in a child process (the quantiser holds the whole graph in memory,
     which the server would keep as heap); False when it kept nothing (logged)."""
-    root = str(Path(__file__).resolve().parents[1])
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
-    cmd = [sys.executable, "-m", "brain.onnx_embedder", str(source), str(out),
-           "--w8-from", str(fp32)]
-    proc = subprocess.run(cmd, env=env, cwd=root,
-                          capture_output=True, text=True, timeout=3600, check=False)
+    proc = _child([str(source), str(out), "--w8-from", str(fp32)])
     if proc.returncode == 0 and out.is_file():
         return True
     tail = " / ".join(proc.stderr.strip().splitlines()[-2:])
