@@ -238,7 +238,7 @@ class RetrievalSettings(_Section):
     candidates: int = Field(50, ge=5, le=1000, description="Candidates fetched per retriever")
     adaptive_weight: bool = Field(True,
         description="dbsf: choose the dense weight per query from its two legs (BM25's margin, "
-        "the legs' agreement, their spreads; brain/fusion_adapt.py, fitted on the benchmarks' "
+        "the legs' agreement, their spreads; brain/search/adaptive.py, fitted on the benchmarks' "
         "dev halves), moving dense_weight; false: dense_weight for every query",
     )
     neighbour_weight: float = Field(0.0, ge=0.0, le=1.0,

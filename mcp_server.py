@@ -22,11 +22,13 @@ from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brain import heap, rerank, tenancy  # noqa: E402
+from brain import heap  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
-from brain.identity import acting_as  # noqa: E402
-from brain.logs import setup_logging  # noqa: E402
+from brain.process.logs import setup_logging  # noqa: E402
+from brain.search import rerank
+from brain.trust import tenancy
+from brain.trust.identity import acting_as  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface import (  # noqa: E402
     agentic,
@@ -131,14 +133,18 @@ def create_server(
     if http:
         mcp.add_middleware(routing.TokenIdentity())
     if brain is None and shared_state is None:
-        router = routing.attach(mcp, settings or load_settings(), state,
+        from webui import host as webui_host
+
+        settings = settings or load_settings()
+        router = routing.attach(mcp, settings, state,
                                 lambda a: create_server(auth=a, shared_state=state),
                                 "http" if http else "stdio")
+        webui_host.attach(router, settings, start=settings.ui.enabled)
 
     async def call(fn: Callable[[Brain], T]) -> T:
         """The one gate every tool goes through: the call always runs as a named caller
         (its HTTP token's or forwarded identity, else the settings identity over stdio),
-        so every service filters for it (brain/tenancy.py)."""
+        so every service filters for it (brain/trust/tenancy.py)."""
         if state.brain is None:
             raise CodedToolError("NOT_READY", "the brain is still starting; retry in a moment")
         b = state.brain
@@ -253,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--ui", action="store_true")  # `brain ui`: the web explorer (webui/)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    from brain import startup
+    from brain.process import startup
     from mcp_surface import routing
 
     try:

@@ -3,7 +3,7 @@
 Everything is measured THROUGH THE PUBLIC TOOLS: an in-process MCP client over
 ``create_server(brain=...)`` stores with ``add_memory`` and queries with ``search_memory``
 (and ``deep_search`` when that tool is listed). Only the scale loads of the speed benchmark
-(10k / 100k notes) use :mod:`brain.bulk` directly, which writes the same payloads.
+(10k / 100k notes) use :mod:`brain.memory.bulk` directly, which writes the same payloads.
 
 fastmcp and ``mcp_server`` are imported lazily, at run time, so ``brain/`` keeps no import of
 the MCP layer (the layering rule); the bench is a client of the server, like any agent.

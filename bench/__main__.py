@@ -55,14 +55,14 @@ DESCRIBE: dict[str, str] = {
     "dbsf, code weight 0.7": "ablation: code_dense_weight 0.7 (default 0.8)",
     "dbsf, code weight 0.9": "ablation: code_dense_weight 0.9 (default 0.8)",
     "dbsf, fixed dense weight": "ablation: dense_weight for every query (retrieval."
-    "adaptive_weight false; default: the weight each query's legs choose, brain/fusion_adapt.py)",
+    "adaptive_weight false; default: the weight each query's legs choose, brain/search/adaptive.py)",
     "dbsf, no keyword lead": "ablation: without the keyword lead (retrieval.keyword_lead 0; "
     "default 0.05: BM25's decisive first hit ranks first)",
     "dbsf, keyword lead 0.2": "ablation: keyword lead only when BM25's first hit leads its "
     "second by 20% (default 5%)",
     "bulk: no long-text pooling (model truncates)": "ablation: a long note's vector is "
     "its first 256 tokens, not the mean over its window-sized pieces, bulk-loaded",
-    "bulk: default": "control: default config, store bulk-loaded (brain.bulk)",
+    "bulk: default": "control: default config, store bulk-loaded (brain.memory.bulk)",
     "bulk: + previous turn as note context": "lever: note context = previous turn "
     "(embedded with the content), bulk-loaded",
     "bulk: BM25 on content only (no title/keywords/tags)": "ablation: enriched fields not "
@@ -150,7 +150,7 @@ def plan(args: argparse.Namespace) -> tuple[set[str], tuple[str, ...]]:
 
 async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
     from bench import BenchContext, data_dir, machine_info
-    from brain.embedder import REGISTRY, build_embedder
+    from brain.embedding.registry import REGISTRY, build_embedder
     from config import EmbeddingSettings
 
     only, locomo_parts = plan(args)

@@ -21,7 +21,7 @@ from typing import Any
 
 from brain.app import Brain
 from brain.clock import ManualClock
-from brain.embedder import REGISTRY, Embedder, HashEmbedder
+from brain.embedding.registry import REGISTRY, Embedder, HashEmbedder
 from config import load_settings
 
 _TEXTS = (

@@ -2,7 +2,7 @@
 
 Reads a LoCoMo store a bench run left behind (as ``bench.reeval`` does), takes each
 question's dense and BM25 legs exactly as search_memory does (the same filter, the same
-candidates), and fuses them with the product's own ``brain.retrieval.fuse`` (dbsf) at 21
+candidates), and fuses them with the product's own ``brain.search.fusion.fuse`` (dbsf) at 21
 dense weights, 0.00 to 1.00. It reports, per split:
 
 - the fixed weights' any@k (what a setting can reach);
@@ -13,7 +13,7 @@ dense weights, 0.00 to 1.00. It reports, per split:
   reranking of them could reach).
 
 With ``--pieces`` (session level) it also simulates the max-over-pieces lever: each note's
-dense score is the best cosine of its window-sized pieces (``brain.embedder.window_pieces``,
+dense score is the best cosine of its window-sized pieces (``brain.embedding.registry.window_pieces``,
 the pieces the product already embeds and mean-pools) instead of the pooled vector's, exact
 over the conversation's notes, fused the same way. The product does not store piece vectors;
 this measures whether building them would pay.
@@ -44,11 +44,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench import data_dir, open_brain
     from bench.locomo import load
     from bench.splits import split_of
-    from brain.embedder import REGISTRY, build_embedder, window_pieces
+    from brain.embedding.registry import REGISTRY, build_embedder, window_pieces
     from brain.memory import RecallFilter
     from brain.memory.filters import build_filter
     from brain.notes import point_id
-    from brain.retrieval import LEG_FIELDS, fuse
+    from brain.search.fusion import LEG_FIELDS, fuse
     from brain.vector_store import Hit
     from config import EmbeddingSettings
 

@@ -153,7 +153,7 @@ def step(root: Path, mods: list[Module], rng: random.Random, n: int) -> dict[str
 # ------------------------------------------------------------------------------ measurement
 def _brain(home: Path) -> Any:
     from brain.app import Brain
-    from brain.embedder import REGISTRY, HashEmbedder
+    from brain.embedding.registry import REGISTRY, HashEmbedder
     from config import load_settings
 
     settings = load_settings(home=home, paths={"allowed_roots": [str(home.parent)]})
@@ -225,9 +225,9 @@ def flags(tmp: Path, files: int, per_file: int, commits: int, ops: int,
 
 def cost(tmp: Path, notes: int, files: int, runs: int, seed: int,
          log: Any = print) -> dict[str, Any]:
-    from brain.bulk import BulkNote, bulk_add
+    from brain.citation import Ref, key_of, note_state
     from brain.citations import anchor
-    from brain.citations.model import Ref, key_of, note_state
+    from brain.memory.bulk import BulkNote, bulk_add
 
     rng = random.Random(seed)
     root = tmp / f"scale_{files}"

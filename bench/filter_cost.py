@@ -8,7 +8,7 @@ dense leg (``query_dense``, 50 candidates, the hybrid's leg fields) and the keyw
 (``query_sparse``) with no filter, the all-projects filter and the one-project filter that
 ``build_filter`` makes for a default search_memory, and ``MemoryService.search`` (no access
 stamps) with the same filters. Two rounds; the second is reported (the first warms pages).
-A store from before recall keys (brain/recall_key.py) is keyed by the open; the time the
+A store from before recall keys (brain/store/recall_key.py) is keyed by the open; the time the
 backfill took is reported (``backfill_s``) and the timing waits for it. Run it with the code
 to compare on PYTHONPATH (a clone of another commit on a copy of the same store) to put two
 versions side by side.
@@ -31,7 +31,7 @@ PROJECTS = 20  # the speed bench's (bench/speed.py)
 
 def _wait_for_keys(meta: Any) -> float | None:
     try:
-        from brain import recall_key
+        from brain.store import recall_key
     except ImportError:  # a version from before recall keys
         return None
     t = time.perf_counter()
@@ -45,7 +45,7 @@ def run(home: Path, queries: int) -> dict[str, Any]:
     from bench.synthetic import synthetic_queries
     from brain.app import Brain
     from brain.memory.filters import RecallFilter, build_filter
-    from brain.retrieval import LEG_FIELDS
+    from brain.search.fusion import LEG_FIELDS
     from config import load_settings
 
     t = time.perf_counter()

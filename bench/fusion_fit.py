@@ -1,18 +1,18 @@
-"""Fit the query-adaptive dense weight (brain/fusion_adapt.py) on the LoCoMo dev half, report
+"""Fit the query-adaptive dense weight (brain/search/adaptive.py) on the LoCoMo dev half, report
 it on the test half.
 
 Reads LoCoMo stores a bench run left behind (turn level and, optionally, session level:
 ``python -m bench --only locomo --locomo-parts systems --no-bulk --no-write`` logs
 "... into <path>"), takes each question's dense and BM25 legs exactly as search_memory reads
 them (the same filter, the same number of candidates), and ranks them with the product's own
-``brain.retrieval.fuse_legs`` at a grid of dense weights. The rule's parameters are then
+``brain.search.fusion.fuse_legs`` at a grid of dense weights. The rule's parameters are then
 chosen by coordinate search to maximise the dev questions' mean of any@1, any@5 and any@10
 (levels weighed alike); the test questions never touch the fit. A tie keeps the smaller
 coefficient, so a feature that does not help stays at 0.
 
     python -m bench.fusion_fit TURN_STORE [--session SESSION_STORE] [--write] [--json OUT]
 
-``--write`` rewrites brain/fusion_fitted.py with the fitted values. The figures printed are
+``--write`` rewrites brain/search/fitted.py with the fitted values. The figures printed are
 the simulation's (the legs ranked in this process); the product's own figures come from
 ``make bench`` (search_memory through the MCP client, the default row).
 """
@@ -36,7 +36,7 @@ KS = (1, 5, 10)
 GRID = np.round(np.arange(0.0, 1.0001, 0.025), 3)
 STEPS = (0.2, 0.1, 0.05, 0.02, 0.01)
 SWEEPS = 6
-FITTED_PY = Path(__file__).resolve().parent.parent / "brain" / "fusion_fitted.py"
+FITTED_PY = Path(__file__).resolve().parent.parent / "brain" / "search" / "fitted.py"
 
 
 @dataclass
@@ -54,12 +54,12 @@ def collect(store: str, level: str, data: str | None, log: Any = print) -> Level
     from bench import data_dir, open_brain
     from bench.locomo import load
     from bench.splits import split_of
-    from brain.embedder import REGISTRY, build_embedder
-    from brain.fusion_adapt import features
+    from brain.embedding.registry import REGISTRY, build_embedder
     from brain.memory import RecallFilter
     from brain.memory.filters import build_filter
     from brain.notes import point_id
-    from brain.retrieval import LEG_FIELDS, fuse_legs
+    from brain.search.adaptive import features
+    from brain.search.fusion import LEG_FIELDS, fuse_legs
     from config import EmbeddingSettings
 
     home = Path(store)
@@ -132,7 +132,7 @@ def objective(levels: list[Level], base: float, p: dict[str, Any], split: str) -
 
 
 def fit(levels: list[Level], base: float) -> dict[str, Any]:
-    from brain.fusion_adapt import FEATURES
+    from brain.search.adaptive import FEATURES
 
     dev = np.concatenate([lv.feats[lv.splits == "dev"] for lv in levels])
     scale = dev.std(axis=0)
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("turn", help="a LoCoMo turn-level store home")
     ap.add_argument("--session", default=None, help="a LoCoMo session-level store home")
     ap.add_argument("--data", default=None)
-    ap.add_argument("--write", action="store_true", help="rewrite brain/fusion_fitted.py")
+    ap.add_argument("--write", action="store_true", help="rewrite brain/search/fitted.py")
     ap.add_argument("--json", default=None)
     ap.add_argument("--levels", default=None,
                     help="keep the collected legs' figures in this .npz and reuse them when it "

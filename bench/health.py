@@ -1,7 +1,7 @@
 """Integrity scan time at scale: ``python -m bench.health --notes 100000`` (or
 ``python -m bench --only health``).
 
-A fresh Edge store is bulk-filled with synthetic notes (brain.bulk; the offline hash embedder,
+A fresh Edge store is bulk-filled with synthetic notes (brain.memory.bulk; the offline hash embedder,
 since the scan reads payloads and filters and never embeds), a little damage is made on
 purpose, then the full integrity scan (every owner) and the cheap stats are timed.
 """
@@ -21,8 +21,8 @@ from bench.speed import PROJECTS, synthetic_notes
 
 def measure(n: int, home: Path, runs: int = 2, log: Any = print) -> dict[str, Any]:
     from brain.app import Brain
-    from brain.bulk import BulkNote, bulk_add
-    from brain.embedder import REGISTRY, HashEmbedder
+    from brain.embedding.registry import REGISTRY, HashEmbedder
+    from brain.memory.bulk import BulkNote, bulk_add
     from brain.notes import point_id
     from config import load_settings
 

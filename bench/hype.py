@@ -51,7 +51,7 @@ def echo_questions(content: str, n: int = QUESTIONS) -> list[str]:
 async def run(ctx: BenchContext) -> dict[str, Any]:
     import huggingface_hub.constants as hub
 
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
     from tests.fake_llm import FakeLLM  # a source-checkout tool, like the rest of the bench
 
     splits = split_of("locomo")

@@ -5,7 +5,7 @@
 In one run, on the speed bench's synthetic notes (bench/synthetic.py, 20 projects):
 
 1. the bulk path: a Brain on a fresh data dir (default settings, its workers running, the
-   configured embedder) imports the notes with :func:`brain.bulk.bulk_add`, as the speed bench
+   configured embedder) imports the notes with :func:`brain.memory.bulk.bulk_add`, as the speed bench
    does, embedding every note; then the store is exported (``brain export``'s JSONL);
 2. ``brain import``: a server (``python -m brain.cli serve``) on another fresh data dir, then
    ``python -m brain.cli import EXPORT`` as a user runs it, timed from the command's start to
@@ -41,7 +41,7 @@ def bulk_path(home: Path, n: int, export: Path) -> dict[str, Any]:
     """Import ``n`` synthetic notes with bulk_add into a fresh brain; export them."""
     from bench.synthetic import synthetic_notes
     from brain.app import Brain
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
     from config import load_settings
 
     brain = Brain(load_settings(home=home)).open()

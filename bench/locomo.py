@@ -200,7 +200,7 @@ async def _bulk_evaluate(
 ) -> dict[str, Any]:
     """Bulk-load each conversation's notes (``notes_of`` -> keys, BulkNotes) into a fresh
     store under ``cfg``, then evaluate search_memory at ``level``."""
-    from brain.bulk import bulk_add
+    from brain.memory.bulk import bulk_add
 
     brain = ctx.open_brain(store_name, **sections_for(cfg or {}))
     try:
@@ -216,7 +216,7 @@ async def _bulk_evaluate(
 
 
 async def index_ablations(ctx: BenchContext, convs: list[Conversation]) -> dict[str, Any]:
-    from brain.bulk import BulkNote
+    from brain.memory.bulk import BulkNote
 
     results: dict[str, Any] = {}
     for i, (name, spec) in enumerate(INDEX_ABLATIONS.items()):
@@ -253,7 +253,7 @@ STORE_ROWS: dict[str, dict[str, Any]] = {
 # What a run measures (``python -m bench --locomo-parts``): the systems on the plain stores
 # (turn and session level), and each store row; separate processes can take separate parts.
 PARTS = ("systems", "caller", "lever", "session", "bulk-plain", "bulk-ctx")
-# Bulk-loaded turn stores (brain.bulk writes add_memory's payloads, embedding in batches): a
+# Bulk-loaded turn stores (brain.memory.bulk writes add_memory's payloads, embedding in batches): a
 # plain store is what add_memory(content) writes; a store with each turn's session
 # predecessor as context and thread_prev is what memory.session_context writes after
 # open_session (and what a caller passing the previous turn writes, less thread_prev).
@@ -362,7 +362,7 @@ async def bulk_rows(
 ) -> dict[str, Any]:
     """Turn level on a bulk-loaded store: every system on the plain one ("bulk: <name>"), the
     session-context levers on the one with context and thread_prev."""
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
 
     name = f"locomo-turn-{part}"
     brain = ctx.open_brain(name)
@@ -403,7 +403,7 @@ async def bulk_rows(
 async def session_pooling_ablation(ctx: BenchContext, convs: list[Conversation]) -> dict[str, Any]:
     """Session notes (~3,500 characters, past the model's 256-token window) bulk-loaded with
     and without long-text pooling: the lever's effect at session level."""
-    from brain.bulk import BulkNote
+    from brain.memory.bulk import BulkNote
 
     def sessions(conv: Conversation) -> tuple[list[Any], list[Any]]:
         keys = list(conv.sessions)

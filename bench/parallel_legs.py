@@ -1,7 +1,7 @@
 """Would a search gain by running its parts side by side? ``python -m bench.parallel_legs``.
 
 A search runs the query embedding, the dense leg and the keyword leg one after another
-(brain/retrieval.py). This times, on an Edge store of random points (``--points``, unindexed),
+(brain/search/fusion.py). This times, on an Edge store of random points (``--points``, unindexed),
 the same queries one after another and on two threads, how fast a Python loop on another
 thread runs while they query (near 100%: the query lets go of the GIL; near half: it holds
 it), and the query embedding with a dense query, one after the other and overlapped.
@@ -96,7 +96,7 @@ def _leg(leg: Callable[[int], Any]) -> dict[str, float]:
 def measure(points: int) -> dict[str, Any]:
     import numpy as np
 
-    from brain.embedder import REGISTRY, build_embedder
+    from brain.embedding.registry import REGISTRY, build_embedder
     from brain.vector_store.base import SparseVector
 
     rng = np.random.default_rng(1)

@@ -5,10 +5,10 @@
 At each scale, in a fresh temp dir:
 
 1. Fill each store with the same N synthetic notes (bench/synthetic.py) through its bulk
-   path: ours with :func:`brain.bulk.bulk_add` (project ``bench``), the peer's with its
+   path: ours with :func:`brain.memory.bulk.bulk_add` (project ``bench``), the peer's with its
    storage's ``store_batch`` (bench/peer_fill.py, in the peer's venv). Each embeds with its
    own runtime and the same model weights: ours run the graph our server writes (attention
-   fused, brain/onnx_embedder.py), the peer's a plain export of it, as the archive it
+   fused, brain/embedding/onnx.py), the peer's a plain export of it, as the archive it
    downloads is (``--peer-model ours`` gives the peer our fused file too).
 2. Start both servers as users' agents do: ``python mcp_server.py`` (``BRAIN__HOME`` the
    temp dir, every other setting default) and the peer's ``memory server`` (its README's MCP
@@ -271,7 +271,7 @@ def cached_vectors(embedder: Any, n: int, cache_from: int) -> Any:
 def fill_ours(home: Path, texts: list[str], embedder: Any, vectors: Any = None) -> float:
     """bulk_add the notes into a brain at ``home`` (project ``bench``); seconds taken."""
     from bench import open_brain
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
 
     brain = open_brain(home, embedder)
     try:
@@ -433,7 +433,7 @@ async def measure(n: int, py: Path, models: Path, embedder: Any, opts: argparse.
         ours_home, peer_home = tmp / "ours", tmp / "peer-home"
         row["ours_fill_s"] = await asyncio.to_thread(fill_ours, ours_home, texts, embedder,
                                                      vectors)
-        log(f"peer {n:,}: ours filled in {row['ours_fill_s']} s (brain.bulk.bulk_add)")
+        log(f"peer {n:,}: ours filled in {row['ours_fill_s']} s (brain.memory.bulk.bulk_add)")
         env_peer = peer_env(peer_home, models)
         filled = await asyncio.to_thread(fill_peer, py, env_peer, texts, tmp, vectors,
                                          opts.peer_age_days)
@@ -545,10 +545,10 @@ def peer_model_file(embedder: Any, bundled: Path, which: str,
                     log: Callable[[str], None] = print) -> Path:
     """The ONNX file the peer runs: ``plain``, the model exported as the peer ships it (its
     download is a plain export: no fused operators), exported once into our cache; ``ours``,
-    the file our server runs (attention fused, brain/onnx_embedder.py)."""
+    the file our server runs (attention fused, brain/embedding/onnx.py)."""
     if which == "ours":
         return Path(embedder.model_file)
-    from brain.onnx_embedder import export_in_child
+    from brain.embedding.onnx import export_in_child
 
     plain = Path(embedder.plain_file)
     if not plain.is_file():
@@ -562,7 +562,7 @@ async def run(scales: list[int], opts: argparse.Namespace | None = None,
     """Install (once) and compare at each scale (``opts``: options(), defaults when None);
     raises PeerUnavailable when the peer cannot be installed here."""
     opts = opts or options([])
-    from brain.embedder import REGISTRY, build_embedder, bundled_model_path
+    from brain.embedding.registry import REGISTRY, build_embedder, bundled_model_path
 
     py = await asyncio.to_thread(ensure_venv, log)
     record = REGISTRY["sentence-transformers/all-MiniLM-L6-v2"]

@@ -11,7 +11,7 @@ virtualenv, and our bundled all-MiniLM-L6-v2 laid out where its ONNX embedder re
   ``~/.cache/mcp_memory/onnx_models/all-MiniLM-L6-v2/onnx/{model.onnx,tokenizer.json}``
   (Chroma's archive layout; output 0 = last_hidden_state, mean-pooled and L2-normalised in
   numpy) and downloads that archive when it is missing. The bench gives it a plain fp32
-  export of the same bundled model (brain/onnx_embedder.py, unfused as that archive is;
+  export of the same bundled model (brain/embedding/onnx.py, unfused as that archive is;
   ``bench.peer --peer-model ours`` gives it our fused file) in that layout under
   ``peer-model/``, and runs the peer with ``HOME`` set to a temp dir whose ``.cache``
   links there, with downloads off (``MCP_MEMORY_ONNX_ALLOW_DOWNLOAD=0``): no network.

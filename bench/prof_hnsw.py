@@ -28,9 +28,9 @@ import qdrant_edge as qe  # noqa: E402
 import brain.vector_store.edge as edge  # noqa: E402
 from bench.speed import PROJECTS, synthetic_notes, synthetic_queries  # noqa: E402
 from brain.app import Brain  # noqa: E402
-from brain.bulk import BulkNote, bulk_add  # noqa: E402
-from brain.embedder import REGISTRY, HashEmbedder  # noqa: E402
+from brain.embedding.registry import REGISTRY, HashEmbedder  # noqa: E402
 from brain.memory import RecallFilter  # noqa: E402
+from brain.memory.bulk import BulkNote, bulk_add  # noqa: E402
 from config import load_settings  # noqa: E402
 
 N = 100_000

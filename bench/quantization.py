@@ -1,6 +1,6 @@
 """Quantization: ``[index] quantization = "none"`` vs ``"int8"`` side by side, in one run.
 
-Each store is built once through the product's paths (brain.bulk for the notes, the index
+Each store is built once through the product's paths (brain.memory.bulk for the notes, the index
 worker for the HNSW index, settings only), measured with ``none``, switched to ``int8`` by the
 ``health_quantization`` tool (the maintenance action: the segments are rebuilt out of process)
 and measured again. Same data, same queries, same process.
@@ -80,7 +80,7 @@ async def _switch(client: Any, mode: str) -> dict[str, Any]:
 
 async def _locomo(ctx: BenchContext) -> dict[str, Any]:
     from bench import locomo
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
 
     test = {sid for sid, half in split_of("locomo").items() if half == "test"}
     convs = [c for c in locomo.load(ctx.data / "locomo10.json") if c.sample_id in test]
@@ -113,7 +113,7 @@ async def _locomo(ctx: BenchContext) -> dict[str, Any]:
 
 async def _cosqa(ctx: BenchContext) -> dict[str, Any]:
     from bench import cosqa
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
 
     corpus, queries = cosqa.load(ctx.data / "cosqa-dev.json")
     halves = split_of("cosqa")
@@ -142,7 +142,7 @@ async def _cosqa(ctx: BenchContext) -> dict[str, Any]:
 
 async def _speed(ctx: BenchContext, n: int, queries: int) -> dict[str, Any]:
     from bench.speed import PROJECTS, _time_tool, synthetic_notes, synthetic_queries
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
 
     name = f"quant-speed-{n}"
     rss0 = _rss_mb()

@@ -58,8 +58,8 @@ def _wait_then(brain: Any, done: threading.Event) -> None:
 
 def _filled(home: Path, n: int, batch: int | None, pause_s: float | None, new: Any) -> Any:
     from brain.app import Brain
-    from brain.bulk import BulkNote, bulk_add
-    from brain.embedder import REGISTRY, HashEmbedder
+    from brain.embedding.registry import REGISTRY, HashEmbedder
+    from brain.memory.bulk import BulkNote, bulk_add
     from config import load_settings
 
     settings = load_settings(home=home)
@@ -95,7 +95,7 @@ def measure(n: int, scratch: Path, log: Any = print, window_s: float = 120.0,
     """``window_s``: how long searches run beside the default-pace rebuild (the rest of it
     runs idle, at full speed: at 100k notes a whole rebuild under constant searches would
     take hours at the default busy share)."""
-    from brain.embedder import REGISTRY, build_embedder, embed_passages
+    from brain.embedding.registry import REGISTRY, build_embedder, embed_passages
     from brain.generations import Target
     from brain.memory.core import embed_text
 

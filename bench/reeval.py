@@ -30,7 +30,7 @@ def _value(text: str) -> Any:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench import data_dir, mcp_client, open_brain, sections_for
     from bench.locomo import _brief, _evaluate, load
-    from brain.embedder import REGISTRY, build_embedder
+    from brain.embedding.registry import REGISTRY, build_embedder
     from config import EmbeddingSettings
 
     home = Path(args.store)

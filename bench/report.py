@@ -310,7 +310,7 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         f"{'quick (subsample)' if results.get('quick') else 'full'}. Model: "
         f"{results.get('model')} ({results.get('backend', 'torch')} backend). Every figure goes through the public MCP tools "
         "(in-process fastmcp Client over create_server): add_memory to store, search_memory "
-        "(top_k = 10, project filter) to query; the speed scale loads use brain.bulk.",
+        "(top_k = 10, project filter) to query; the speed scale loads use brain.memory.bulk.",
         "",
         f"Machine: {m['cpu_count']} CPUs ({m['cpu_model']}), Python {m['python']}, torch "
         f"{m['torch']} ({m['torch_threads']} threads), qdrant-edge {m['qdrant_edge']}, load "

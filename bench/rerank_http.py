@@ -24,7 +24,7 @@ from typing import Any
 
 from bench import open_brain
 from bench.synthetic import synthetic_notes, synthetic_queries
-from brain.embedder import REGISTRY, build_embedder
+from brain.embedding.registry import REGISTRY, build_embedder
 from brain.memory import RecallFilter
 
 

@@ -209,8 +209,8 @@ def owners(home: Path) -> dict[str, Any]:
     from bench import call, mcp_client
     from bench.synthetic import synthetic_notes, synthetic_queries
     from brain.app import Brain
-    from brain.embedder import build_embedder, resolve_record
-    from brain.graph import LinkGraph
+    from brain.embedding.registry import build_embedder, resolve_record
+    from brain.memory.graph import LinkGraph
     from brain.vector_store.edge import EdgeStore
 
     settings = _settings(home)
@@ -280,7 +280,7 @@ def owners(home: Path) -> dict[str, Any]:
                     heavy=heavy_modules())
 
         asyncio.run(serve())
-        from brain.embedder import embed_passages
+        from brain.embedding.registry import embed_passages
 
         texts = synthetic_notes(BATCH_NOTES, seed=96)
         for lo in range(0, BATCH_NOTES, 64):
@@ -400,7 +400,7 @@ def build_store(home: Path, n: int) -> dict[str, Any]:
     from bench.synthetic import synthetic_notes
     from bench.vector_cache import VectorCache
     from brain.app import Brain
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
 
     brain = Brain(_settings(home)).open()
     try:
@@ -470,7 +470,7 @@ def store_for(stores: Path, n: int, log: Callable[[str], None]) -> Path:
 def full(n: int) -> bool:
     """Whether the vector cache holds ``n`` vectors of the default embedder."""
     from bench.vector_cache import VectorCache
-    from brain.embedder import build_embedder, resolve_record
+    from brain.embedding.registry import build_embedder, resolve_record
 
     e = _settings(Path(tempfile.gettempdir())).embedding
     emb = build_embedder(resolve_record(e.model, e.dimension), e.batch_size, e.backend)

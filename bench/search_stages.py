@@ -29,13 +29,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # (stage, file suffix, function): the functions a search_memory call spends its time in.
 STAGES = (
     ("query embedding", ".py", "embed_query"),
-    ("keyword (BM25) query vector", "bm25.py", "query"),
-    ("retrieval (the two legs below, fusion, payloads)", "retrieval.py", "hybrid"),
+    ("keyword (BM25) query vector", "embedding/bm25.py", "query"),
+    ("retrieval (the two legs below, fusion, payloads)", "search/fusion.py", "hybrid"),
     ("  store: dense leg (HNSW)", "edge.py", "query_dense"),
     ("  store: keyword leg (sparse)", "edge.py", "query_sparse"),
     ("  store: payloads of the hits", "edge.py", "retrieve"),
     ("access stamps", "core.py", "stamp_access"),
-    ("page (answer band, snippets)", "presentation.py", "present"),
+    ("page (answer band, snippets)", "search/presentation.py", "present"),
 )
 
 

@@ -2,7 +2,7 @@
 
 At each scale (7k quick; 10k, 100k notes, and 1M once the vector cache holds them) a fresh
 brain, with its background workers running, is filled with synthetic notes by
-:func:`brain.bulk.bulk_add` (the product's bulk path; adding 100k notes one call at a time
+:func:`brain.memory.bulk.bulk_add` (the product's bulk path; adding 100k notes one call at a time
 would measure the loop, not the store). From 200k notes on, the import takes the notes'
 vectors from bench/vector_cache.py (embedded once by the same model; the embedding rate is
 measured in the run on a sample and reported beside the import's) instead of embedding them
@@ -46,9 +46,9 @@ from bench import (
 )
 from bench.synthetic import synthetic_notes, synthetic_queries
 from bench.vector_cache import VectorCache
-from brain.embedder import embed_passages
-from brain.integrity import store_bytes
+from brain.embedding.registry import embed_passages
 from brain.memory import RecallFilter
+from brain.store.integrity import store_bytes
 
 # From this many notes on, the import takes its vectors from the vector cache (a million
 # notes take ~1 h 45 min to embed here); below, it embeds them as the product does.
@@ -170,7 +170,7 @@ def _vectors(ctx: BenchContext, n: int) -> tuple[Iterator[Any], dict[str, Any]]:
 
 
 async def measure_scale(ctx: BenchContext, n: int, queries: int) -> dict[str, Any]:
-    from brain.bulk import BulkNote, bulk_add
+    from brain.memory.bulk import BulkNote, bulk_add
 
     brain = ctx.open_brain(f"speed-{n}")
     row: dict[str, Any] = {"notes": n}
@@ -303,7 +303,7 @@ def restarted(ctx: BenchContext, home: Path, queries: int) -> dict[str, Any]:
 def _other_backend(ctx: BenchContext) -> tuple[str, Any] | None:
     """The embedding backend the run is not using (onnx beside torch, or torch beside onnx),
     warmed up; None when it cannot be loaded here (noted in the report)."""
-    from brain.embedder import build_embedder
+    from brain.embedding.registry import build_embedder
 
     current = getattr(ctx.embedder, "backend", "torch")
     other = "torch" if current != "torch" else "onnx"

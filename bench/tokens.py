@@ -8,7 +8,7 @@ same notes in the same order, or the saving is not a saving.
 
 The relevance band's effect (``membership``): each question is also asked with the tool's
 defaults (no top_k), where the band decides which hits belong (a clear single answer comes
-alone, brain/presentation.py). "before" is the page of an explicit top_k 5 (what the default
+alone, brain/search/presentation.py). "before" is the page of an explicit top_k 5 (what the default
 page was before the band decided membership, and what an explicit top_k still gets); "after"
 is the default page. Per half: tokens of the page and any@k (a gold turn among its hits).
 """
@@ -107,7 +107,7 @@ async def run(ctx: BenchContext) -> dict[str, Any]:
 def band_table(rows: list[tuple[str, list[float], bool]]) -> dict[str, Any]:
     """How often each band answers "single" and how often that single hit is a gold turn,
     per half; the band chosen on dev (see BAND_PRECISION)."""
-    from brain.presentation import answer_band
+    from brain.search.presentation import answer_band
 
     table: dict[str, dict[str, Any]] = {}
     for band in BANDS:

@@ -2,7 +2,7 @@
 
 A fresh brain (Qdrant Edge, all-MiniLM-L6-v2, background workers running) gets ``--notes``
 synthetic notes (bench/synthetic.py, 20 projects) through the product's bulk path
-(brain.bulk.bulk_add). Embedding 100,000 notes takes ~10 min on two cores, so the model embeds
+(brain.memory.bulk.bulk_add). Embedding 100,000 notes takes ~10 min on two cores, so the model embeds
 ``--distinct`` of them and every other note takes one of those vectors with a little noise
 (sigma 0.02, normalised): the index holds 100k distinct vectors of the model's space, and the
 text (what BM25 ranks) is each note's own. ``--sample`` notes each get five links to random
@@ -39,7 +39,7 @@ SEARCH_TARGET_MS, NOTE_TARGET_MS = 300.0, 150.0
 def _vectors(embedder: Any, texts: list[str], distinct: int, seed: int = 0) -> Any:
     import numpy as np
 
-    from brain.embedder import embed_passages
+    from brain.embedding.registry import embed_passages
 
     base = np.asarray(embed_passages(embedder, texts[:distinct], pool=True), dtype="float32")
     rng = np.random.default_rng(seed)
@@ -85,9 +85,9 @@ async def measure(args: argparse.Namespace, log: Any) -> dict[str, Any]:
 
     from bench import open_brain, percentiles
     from bench.synthetic import synthetic_notes, synthetic_queries
-    from brain.bulk import BulkNote, bulk_add
-    from brain.embedder import REGISTRY, build_embedder
-    from brain.identity import Identity
+    from brain.embedding.registry import REGISTRY, build_embedder
+    from brain.memory.bulk import BulkNote, bulk_add
+    from brain.trust.identity import Identity
     from webui.auth import Logins
     from webui.site import create_app
 

@@ -95,7 +95,7 @@ class VectorCache:
               log: Callable[[str], None] = print) -> dict[str, Any]:
         """Embed notes ``done..n`` of ``texts(n)``, committing the record after every chunk
         (rows past ``done`` are rewritten by the next build, so a kill loses one chunk)."""
-        from brain.embedder import embed_passages
+        from brain.embedding.registry import embed_passages
 
         meta = self.meta()
         start = int(meta["done"])
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from bench.synthetic import synthetic_notes
-    from brain.embedder import REGISTRY, build_embedder
+    from brain.embedding.registry import REGISTRY, build_embedder
     from config import EmbeddingSettings
 
     record = REGISTRY["sentence-transformers/all-MiniLM-L6-v2"]

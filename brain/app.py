@@ -20,48 +20,52 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from brain import embed_endpoints, fusion_adapt, generations, integrity, recall_key, report, rerank
+from brain import generations, report
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
-from brain.bm25 import BM25Encoder
 from brain.citations.service import CitationConfig, CitationService
 from brain.citations.turns import TURN_TTL_S, TurnFiles
 from brain.clock import Clock, iso
-from brain.decay import DecayPolicy, DecayService
-from brain.embed_remote import (
+from brain.embedding import endpoints as embed_endpoints
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.registry import Embedder, build_embedder, resolve_record
+from brain.embedding.remote import (
     RemoteEmbedder,
     RemoteEndpoint,
     embedding_status,
     endpoint_from_settings,
 )
-from brain.embedder import Embedder, build_embedder, resolve_record
 from brain.errors import DiskFull, ModelUnavailable, StoreError
 from brain.files.service import FilesService
 from brain.generations.wiring import build_switch
-from brain.graph import LinkGraph
 from brain.health import HealthConfig, HealthDeps, HealthService, HotFiles
 from brain.health.repair import Embedders
 from brain.health.scan import Records
-from brain.identity import Identity
-from brain.index_maintenance import IndexConfig, IndexMaintenance
-from brain.maintenance import MaintenanceService
+from brain.maintenance.service import MaintenanceService
 from brain.memory import MemoryConfig, MemoryService
-from brain.mistakes import MistakeService
-from brain.paths import PathPolicy
+from brain.memory.decay import DecayPolicy, DecayService
+from brain.memory.graph import LinkGraph
 from brain.private import secure_home
-from brain.search_policy import Reranking, SearchPolicy
-from brain.session import SessionService
-from brain.snapshots import Snapshots
+from brain.search import adaptive as fusion_adapt
+from brain.search import rerank
+from brain.search.policy import Reranking, SearchPolicy
 from brain.sources.fsio import FsConfig, FsService
 from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
-from brain.store_meta import META_ID, StoreMeta
+from brain.store import integrity, recall_key
+from brain.store.index_maintenance import IndexConfig, IndexMaintenance
+from brain.store.meta import META_ID, StoreMeta
+from brain.store.snapshots import Snapshots
+from brain.trust.identity import Identity
+from brain.trust.paths import PathPolicy
 from brain.vector_store import Match, VectorStore, build_store, scroll_all, server_checks
 from brain.vector_store.base import Filter
 from brain.vector_store.journal import JOURNAL, JournaledStore, Probe, WriteJournal, replay
 from brain.workers import WorkerRegistry
+from brain.workflow.mistakes import MistakeService
+from brain.workflow.session import SessionService
 from config import Settings, WorkerSettings, current_secret
 
 log = logging.getLogger(__name__)
@@ -90,7 +94,7 @@ class Brain:
         self.settings = settings
         self.clock = clock or Clock()
         self.home = Path(settings.home)
-        # Every path a caller names goes through this one policy (brain/paths.py).
+        # Every path a caller names goes through this one policy (brain/trust/paths.py).
         self.paths = PathPolicy(settings.paths, self.home)
         self._store = store
         self._embedder = embedder
@@ -267,7 +271,7 @@ class Brain:
         return embedder
 
     def _recall_keys(self) -> None:
-        """A store from before recall keys gets them (brain/recall_key.py); searches keep the
+        """A store from before recall keys gets them (brain/store/recall_key.py); searches keep the
         full filter until it is done. An embedded store's notes are keyed in the copy an index
         run optimizes, so the live one keeps its HNSW index meanwhile."""
         s = self.settings
@@ -431,7 +435,7 @@ class Brain:
         llm = self.settings.llm
         if not (llm.base_url or llm.api_key):
             return OfflineRouter(llm.fast_model, llm.hard_model, llm.daily_token_cap)
-        from brain.model_router import ModelRouter  # the HF client costs most of a second
+        from brain.llm.router import ModelRouter  # the HF client costs most of a second
 
         return ModelRouter(
             base_url=llm.base_url, api_key=llm.api_key, provider=llm.provider,

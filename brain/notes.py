@@ -7,7 +7,7 @@ import secrets
 import uuid
 from typing import Any
 
-from brain.citations.model import summary as citation_summary
+from brain.citation import summary as citation_summary
 
 MEMORY_TYPES = ("fleeting", "permanent", "archived")
 NOTE_KINDS = (

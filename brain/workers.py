@@ -9,7 +9,7 @@ Jobs are added with ``register(name, fn)`` where ``fn() -> dict | None`` closes 
 works on, at any time, also while the scheduler runs. A job that could not run (its result
 says ``retry_next_tick``) stays due and is tried again on the next tick. The composition root (brain/app.py)
 registers ``decay`` (re-keys salience after a half-life change), ``reclamation`` (forgotten notes past the grace
-period are retired), ``index`` (index maintenance, brain/index_maintenance.py) and ``snapshot``. The last run of each worker is kept in the store's meta record, so a
+period are retired), ``index`` (index maintenance, brain/store/index_maintenance.py) and ``snapshot``. The last run of each worker is kept in the store's meta record, so a
 server that restarts often still runs its workers on schedule. Within one process a data
 dir has at most one running scheduler; several processes sharing a data dir is the owner's
 business (another issue).
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from brain.clock import Clock
 from brain.errors import InvalidArgument
-from brain.store_meta import StoreMeta
+from brain.store.meta import StoreMeta
 
 log = logging.getLogger(__name__)
 

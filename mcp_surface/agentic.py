@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from brain.embed_credential import search_warnings
-from brain.presentation import present, search_page
+from brain.embedding.credential import search_warnings
+from brain.search.presentation import present, search_page
 from mcp_surface import outputs as out
 from mcp_surface.args import Detail, Ids, Project, Query
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, tool

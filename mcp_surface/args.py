@@ -4,7 +4,7 @@ FastMCP builds each tool's JSON schema from its signature, so a cap declared her
 published to the agent and enforced before the tool runs. Every string carries a
 ``max_length``, every list a ``max_length`` (maxItems), every number a range and no NaN or
 infinity (issue 13: nothing a caller sends may cost more than a couple of seconds). The caps
-come from ``brain.limits``, where the services check them again for non-MCP callers.
+come from ``brain.trust.limits``, where the services check them again for non-MCP callers.
 
 A value that breaks its schema reaches the client as ``[CONTENT_TOO_LARGE]`` (a string or
 list over its cap) or ``[INVALID_ARGUMENT]``, like the services' own errors, via
@@ -20,7 +20,7 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
-from brain.limits import (
+from brain.trust.limits import (
     MAX_DATE_CHARS,
     MAX_EXCERPT_CHARS,
     MAX_FILE_NAME_CHARS,

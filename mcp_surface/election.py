@@ -25,12 +25,12 @@ from fastmcp import FastMCP
 from fastmcp.server.auth import TokenVerifier
 from fastmcp.server.middleware import MiddlewareContext
 
-from brain import owner as own
 from brain.app import Brain
 from brain.errors import BrainError, StoreLocked
-from brain.hooks.drain import drain as drain_hook_spool
-from brain.identity import Identity
-from brain.startup import brain_error_in, one_line
+from brain.process import owner as own
+from brain.process.drain import drain as drain_hook_spool
+from brain.process.startup import brain_error_in, one_line
+from brain.trust.identity import Identity
 from config import Settings
 from mcp_surface.forwarding import Proxy
 from mcp_surface.owner_endpoint import OwnerEndpoint
@@ -66,9 +66,17 @@ class Router:
         self.endpoint = OwnerEndpoint(self.home, kind, state, self.default, make_sibling)
         self.proxy = Proxy(self.home, self.default, self)
         # Run once this process owns the data dir, with the router's task group (the web
-        # explorer starts here when [ui] enabled; webui/host.py).
+        # explorer starts here when [ui] enabled: serve_ui, from mcp_server.create_server).
         self.on_owner: list[Callable[[Any], Awaitable[None]]] = []
         self.ui: Any = None
+
+    def serve_ui(self, ui: Any, on_owner: Callable[[Any], Awaitable[None]],
+                 open_ui: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        """The web explorer this router's owner serves (webui/host.UIHost): ``on_owner`` runs
+        once this process owns the data dir, ``open_ui`` answers ``brain ui``."""
+        self.ui = ui
+        self.on_owner.append(on_owner)
+        self.endpoint.open_ui = open_ui
 
     # -------------------------------------------------------------- what the proxy uses
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
@@ -201,7 +209,7 @@ class Router:
             import numpy.ma  # noqa: F401 - NumPy's first np.unique (the graph's ids) imports it
 
             import brain.vector_store.edge  # noqa: F401
-            from brain.embedder import build_embedder, resolve_record
+            from brain.embedding.registry import build_embedder, resolve_record
 
             s = self.settings.embedding
             if s.provider != "local":

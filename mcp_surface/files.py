@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from brain.embed_credential import search_warnings
+from brain.embedding.credential import search_warnings
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
-from brain.presentation import present, search_page
+from brain.search.presentation import present, search_page
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
 from mcp_surface.args import Detail, Id, OptFileName, OptPath, OptProject, Query, Similarity

@@ -24,11 +24,11 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp.types import CallToolResult
 
-from brain import owner as own
-from brain import paths
 from brain.errors import BrainError
-from brain.identity import Identity
-from brain.identity import current as current_identity
+from brain.process import owner as own
+from brain.trust import paths
+from brain.trust.identity import Identity
+from brain.trust.identity import current as current_identity
 from mcp_surface import owner_rpc
 from mcp_surface.owner_endpoint import calls_path
 from mcp_surface.tool_errors import CodedToolError

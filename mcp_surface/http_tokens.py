@@ -15,9 +15,9 @@ from fastmcp.server.auth.auth import AccessToken
 from fastmcp.server.dependencies import get_access_token
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 
-from brain import owner as own
-from brain import paths
-from brain.identity import Identity, acting_as
+from brain.process import owner as own
+from brain.trust import paths
+from brain.trust.identity import Identity, acting_as
 from config import Settings
 from mcp_surface.tool_errors import CodedToolError
 

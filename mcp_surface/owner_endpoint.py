@@ -31,12 +31,12 @@ from mcp.types import CallToolResult
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from brain import owner as own
-from brain import paths
 from brain.errors import BrainError
 from brain.generations.wiring import run_command
-from brain.identity import Identity, acting_as
-from brain.owner_report import report
+from brain.process import owner as own
+from brain.process.report import report
+from brain.trust import paths
+from brain.trust.identity import Identity, acting_as
 from mcp_surface import owner_rpc
 from mcp_surface.args import argument_error
 from mcp_surface.http_tokens import OwnerTokenVerifier

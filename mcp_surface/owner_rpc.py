@@ -84,7 +84,7 @@ class CallServer:
             self.path.unlink()
 
     async def _connection(self, stream: SocketStream) -> None:
-        from brain import owner as own
+        from brain.process import owner as own
 
         async with stream:
             conn = _Framed(stream)

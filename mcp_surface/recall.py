@@ -21,10 +21,10 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from brain.embed_credential import query_vector, search_warnings
-from brain.limits import MAX_AGE_DAYS
+from brain.embedding.credential import query_vector, search_warnings
 from brain.memory import RecallFilter
-from brain.presentation import present, search_page
+from brain.search.presentation import present, search_page
+from brain.trust.limits import MAX_AGE_DAYS
 from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
 
 NoteKind = Literal[

@@ -28,7 +28,6 @@ from mcp_surface.election import Router
 from mcp_surface.forwarding import Forwarder
 from mcp_surface.http_tokens import HttpTokenVerifier, OwnerTokenVerifier, TokenIdentity, http_auth
 from mcp_surface.owner_endpoint import SiblingCalls
-from webui import host as webui_host
 
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per forwarded call otherwise
 
@@ -43,7 +42,6 @@ def attach(
     """Give ``front`` (a server without an injected Brain) its router and forwarding."""
     router = Router(settings, state, front, make_sibling, kind)
     front.add_middleware(Forwarder(router.proxy))
-    webui_host.attach(router, settings, start=settings.ui.enabled)
     _ROUTERS[front] = router
     return router
 

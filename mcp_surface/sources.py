@@ -10,7 +10,7 @@ import anyio
 from fastmcp import Context
 from pydantic import Field
 
-from brain.limits import MAX_QUERY_CHARS
+from brain.trust.limits import MAX_QUERY_CHARS
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
 from mcp_surface.args import (

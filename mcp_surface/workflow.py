@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from brain.presentation import present
+from brain.search.presentation import present
 from mcp_surface import outputs as out
 from mcp_surface.args import (
     Cites,

@@ -16,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from brain.app import Brain  # noqa: E402
 from brain.clock import ManualClock  # noqa: E402
-from brain.embedder import REGISTRY, HashEmbedder, build_embedder  # noqa: E402
+from brain.embedding.registry import REGISTRY, HashEmbedder, build_embedder  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 
 
@@ -141,7 +141,7 @@ def _drop_cli_log_handlers() -> Iterator[None]:
     logger a handler on the sys.stderr of that moment: pytest's capture, closed after the test.
     Left there, a later test's background log line hit "I/O operation on closed file". Drop
     setup_logging's handlers (and its level) after each test."""
-    from brain.logs import RedactingFormatter
+    from brain.process.logs import RedactingFormatter
 
     root = logging.getLogger()
     level = root.level

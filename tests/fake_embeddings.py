@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from brain.embedder import HashEmbedder
-from brain.encoding import ModelRecord
+from brain.embedding.base import ModelRecord
+from brain.embedding.registry import HashEmbedder
 
 
 @dataclass

@@ -115,7 +115,7 @@ CHILD = textwrap.dedent(
     import sys, time
     from brain.app import Brain
     from brain.clock import ManualClock
-    from brain.embedder import REGISTRY, HashEmbedder
+    from brain.embedding.registry import REGISTRY, HashEmbedder
     from config import load_settings
 
     home, base_url = sys.argv[1], sys.argv[2]

@@ -9,9 +9,9 @@ import pytest
 
 from bench import BenchContext, cosqa, locomo, report, speed
 from bench.__main__ import DESCRIBE, SYSTEMS, targets
-from brain.bulk import BulkNote, bulk_add
-from brain.embedder import REGISTRY, HashEmbedder
+from brain.embedding.registry import REGISTRY, HashEmbedder
 from brain.memory import RecallFilter
+from brain.memory.bulk import BulkNote, bulk_add
 
 HASH = {"embedding": {"model": "offline/hash-384"}}
 
@@ -221,7 +221,7 @@ def _pid(zk: str) -> str:
 
 
 def test_dbsf_follows_the_confident_leg() -> None:
-    from brain.retrieval import fuse
+    from brain.search.fusion import fuse
     from brain.vector_store import Hit
     from config import RetrievalSettings
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brain.bulk import BulkNote, bulk_add
 from brain.errors import InvalidArgument
+from brain.memory.bulk import BulkNote, bulk_add
 from brain.notes import point_id
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from brain.chunker import (
+from brain.errors import InvalidArgument
+from brain.sources.chunker import (
     Chunk,
     approx_tokens,
     chunk_text,
@@ -12,7 +13,6 @@ from brain.chunker import (
     line_range,
     make_token_counter,
 )
-from brain.errors import InvalidArgument
 
 
 def words(n: int, prefix: str = "w") -> str:

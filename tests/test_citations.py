@@ -23,7 +23,7 @@ from brain.citations.detect import candidates
 from brain.errors import InvalidArgument, NoteNotFound
 from brain.hooks import client as hook_client
 from brain.hooks import events
-from brain.identity import Identity, acting_as
+from brain.trust.identity import Identity, acting_as
 from brain.vector_store import Filter, Match, scroll_all
 
 WORKER = '''"""The job worker."""

@@ -18,10 +18,10 @@ import pytest
 import qdrant_edge as qe
 
 from brain.app import Brain
-from brain.bulk import bulk_add
 from brain.clock import ManualClock
 from brain.errors import NotSupported
 from brain.memory import RecallFilter
+from brain.memory.bulk import bulk_add
 from brain.notes import point_id
 from brain.vector_store import Filter, HasId
 from brain.vector_store.edge import EdgeStore

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # guesses the data dir when the settings themselves failed to load.
 # brain/api.py is the scripting entry point (open_brain): it loads the settings to find the
 # data dir and the caller, as the command line does.
-ENTRY = ("brain/startup.py", "brain/api.py")
+ENTRY = ("brain/process/startup.py", "brain/api.py")
 # Known and tracked, each to be removed by the change that fixes it (the test fails when an
 # entry no longer offends, so this list cannot outlive its reason). Nothing may be added here.
 KNOWN: set[tuple[str, str]] = set()
@@ -155,7 +155,7 @@ def test_the_offline_router_fails_as_an_unconfigured_model_router() -> None:
     it must answer like ModelRouter without a model, status and refusal alike."""
     from brain.agentic import OfflineRouter
     from brain.errors import LLMError
-    from brain.model_router import ModelRouter
+    from brain.llm.router import ModelRouter
 
     offline, unset = OfflineRouter("f", "h"), ModelRouter(fast_model="f", hard_model="h")
     assert offline.configured is unset.configured is False

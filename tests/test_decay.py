@@ -9,7 +9,7 @@ import pytest
 from fastmcp.exceptions import ToolError
 
 from brain.app import Brain
-from brain.decay import DAY, DecayPolicy, decay_score
+from brain.memory.decay import DAY, DecayPolicy, decay_score
 from config import WorkerSettings
 
 
@@ -124,7 +124,7 @@ async def test_decay_report_lowest_first(brain: Brain, client) -> None:  # noqa:
 
 
 def test_salience_decays_by_half_life_and_access_restarts_it(brain: Brain) -> None:
-    # Salience decays on read (brain/salience.py): the worker no longer rewrites it, so the
+    # Salience decays on read (brain/memory/salience.py): the worker no longer rewrites it, so the
     # salience checked is the one read now, not the stored field.
     brain.workers.stop()
     x, y = add(brain, "salience x"), add(brain, "salience y")

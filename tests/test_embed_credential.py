@@ -19,10 +19,10 @@ from fastmcp.exceptions import ToolError
 from pydantic import SecretStr
 
 from brain.app import Brain
-from brain.embed_credential import CredentialGate
-from brain.embed_providers import build_remote
-from brain.embed_remote import RemoteEndpoint
-from brain.embedder import resolve_record
+from brain.embedding.credential import CredentialGate
+from brain.embedding.providers import build_remote
+from brain.embedding.registry import resolve_record
+from brain.embedding.remote import RemoteEndpoint
 from brain.errors import EmbeddingCredentialRejected
 from config import load_settings
 from tests.fake_embeddings import FakeEmbeddings

@@ -1,4 +1,4 @@
-"""The embedding endpoint registry ([embedding.endpoints.<id>], brain/embed_endpoints.py)
+"""The embedding endpoint registry ([embedding.endpoints.<id>], brain/embedding/endpoints.py)
 against the loopback embeddings server (tests/fake_embeddings.py), which speaks the OpenAI
 /v1/embeddings protocol (openai, ollama, qwen) and the native Gemini and Voyage APIs. Errors,
 rate limits, wrong dimensions and a wrong key are the server's doing. The address class is
@@ -18,9 +18,9 @@ import pytest
 from pydantic import SecretStr
 
 from brain.app import Brain
-from brain.embed_endpoints import AddressPin, address_class, build, parse
-from brain.embed_remote import RemoteEndpoint
-from brain.embedder import build_embedder, resolve_record
+from brain.embedding.endpoints import AddressPin, address_class, build, parse
+from brain.embedding.registry import build_embedder, resolve_record
+from brain.embedding.remote import RemoteEndpoint
 from brain.errors import (
     EmbeddingCredentialRejected,
     EmbeddingProviderFailed,

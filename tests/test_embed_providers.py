@@ -23,10 +23,10 @@ from pydantic import SecretStr
 
 from brain.app import Brain
 from brain.clock import ManualClock
-from brain.embed_budget import TokenBudget
-from brain.embed_providers import build_remote
-from brain.embed_remote import OpenAITransport, RemoteEmbedder, RemoteEndpoint
-from brain.embedder import HashEmbedder, resolve_record
+from brain.embedding.budget import TokenBudget
+from brain.embedding.providers import build_remote
+from brain.embedding.registry import HashEmbedder, resolve_record
+from brain.embedding.remote import OpenAITransport, RemoteEmbedder, RemoteEndpoint
 from brain.errors import (
     ConfigError,
     EmbeddingCredentialMissing,
@@ -405,7 +405,7 @@ def test_local_models_report_their_embedding_status(brain: Brain) -> None:
 
 
 def test_an_hf_token_set_for_chat_serves_hf_embedding_and_says_so(home: Path) -> None:
-    from brain.embed_remote import endpoint_from_settings
+    from brain.embedding.remote import endpoint_from_settings
 
     s = load_settings(home=home, embedding={"provider": "hf", "model": "BAAI/bge-small-en-v1.5"},
                       llm={"api_key": "hf_ChatTokenQw1Er2Ty3Ui4Op5"})

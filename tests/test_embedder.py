@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from brain.embedder import REGISTRY, HashEmbedder, resolve_record
+from brain.embedding.registry import REGISTRY, HashEmbedder, resolve_record
 from brain.errors import ModelUnavailable, UnsupportedEmbeddingDimension
 
 

@@ -19,7 +19,7 @@ from fpdf import FPDF
 
 from brain.errors import FileNotFound, FileTooLarge, InvalidArgument
 from brain.files.service import FilesService, chunk_point_id, doc_chunks
-from brain.identity import Identity, acting_as
+from brain.trust.identity import Identity, acting_as
 
 TOPICS = [
     "The contract renewal date is the first of March and requires written notice.",
@@ -145,7 +145,7 @@ def test_same_bytes_under_two_names_is_one_record(
 
 
 def test_different_users_get_their_own_records(brain: Any, tmp_path: Path) -> None:
-    # The caller comes from the call (brain/tenancy.py), not from a user fixed at start.
+    # The caller comes from the call (brain/trust/tenancy.py), not from a user fixed at start.
     brain.settings.files.keep_raw = True  # kept bytes are shared by content
     path = write(tmp_path, "shared.txt", long_text(5))
     svc = brain.files

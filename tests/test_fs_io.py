@@ -398,7 +398,7 @@ async def test_listing_falls_back_to_the_journal_when_the_index_is_down(
 async def test_another_callers_changes_are_not_found(
     mcp: Client, opened: list[Brain], folder: Path
 ) -> None:
-    from brain.identity import Identity, acting_as
+    from brain.trust.identity import Identity, acting_as
 
     await add(mcp, folder)
     res = await call(mcp, "fs_write", source="proj", path="mine.md", content="mine\n")

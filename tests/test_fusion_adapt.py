@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from bench import fusion_fit
-from brain import fusion_adapt
 from brain.app import Brain
-from brain.fusion_adapt import FEATURES, AdaptiveWeight, features
-from brain.retrieval import fuse_legs
+from brain.search import adaptive as fusion_adapt
+from brain.search.adaptive import FEATURES, AdaptiveWeight, features
+from brain.search.fusion import fuse_legs
 from brain.vector_store import Hit
 from config import load_settings
 
@@ -73,7 +73,7 @@ def test_a_fit_for_other_features_or_with_bad_scales_is_refused() -> None:
 
 def test_the_committed_fit_loads_and_is_what_the_policy_applies(tmp_path: Path) -> None:
     committed = fusion_adapt.fitted()
-    assert committed is not None, "brain/fusion_fitted.py holds no fit: run bench.fusion_fit"
+    assert committed is not None, "brain/search/fitted.py holds no fit: run bench.fusion_fit"
     on = Brain(load_settings(home=tmp_path / "on"))
     off = Brain(load_settings(home=tmp_path / "off", retrieval={"adaptive_weight": False}))
     assert on.search_policy.adaptive == committed

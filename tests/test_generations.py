@@ -23,11 +23,11 @@ import pytest
 
 from brain.app import Brain
 from brain.clock import ManualClock
-from brain.embedder import REGISTRY, HashEmbedder
-from brain.encoding import ModelRecord
+from brain.embedding.base import ModelRecord
+from brain.embedding.registry import REGISTRY, HashEmbedder
 from brain.errors import Conflict
 from brain.generations import Target, state
-from brain.store_meta import META_ID
+from brain.store.meta import META_ID
 from config import Settings
 from tests.conftest import _seed_store
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from brain.graph import SAVE_SHARE, LinkGraph, NoteIds
+from brain.memory.graph import SAVE_SHARE, LinkGraph, NoteIds
 
 
 def _graph(path: Path, n: int) -> LinkGraph:

@@ -21,18 +21,18 @@ from typing import Any
 
 import pytest
 
-from brain import session as session_module
 from brain.agentic.handoff import MAX_ITEMS, parse_handoff
 from brain.app import Brain
 from brain.clock import ManualClock
 from brain.errors import ContentTooLarge
 from brain.hooks import client as hook_client
 from brain.hooks import events, summary
-from brain.hooks.drain import drain
-from brain.limits import MAX_EXCERPT_CHARS
 from brain.notes import point_id
-from brain.session import EXCERPT_KEY
+from brain.process.drain import drain
+from brain.trust.limits import MAX_EXCERPT_CHARS
 from brain.vector_store import Filter, Match
+from brain.workflow import session as session_module
+from brain.workflow.session import EXCERPT_KEY
 from config import Settings
 from tests.conftest import hash_embedder
 from tests.fake_llm import FakeLLM, llm_settings
@@ -337,7 +337,7 @@ CHILD = textwrap.dedent(
     import sys, time
     from brain.app import Brain
     from brain.clock import ManualClock
-    from brain.embedder import REGISTRY, HashEmbedder
+    from brain.embedding.registry import REGISTRY, HashEmbedder
     from config import load_settings
 
     home, base_url, excerpt = sys.argv[1], sys.argv[2], sys.argv[3]

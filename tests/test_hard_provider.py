@@ -15,7 +15,7 @@ import pytest
 
 from brain.app import Brain
 from brain.errors import ConfigError
-from brain.model_router import ModelRouter
+from brain.llm.router import ModelRouter
 from config import Settings
 from tests.conftest import _seed_store, hash_embedder
 from tests.fake_llm import FakeLLM

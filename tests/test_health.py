@@ -115,7 +115,7 @@ def test_scan_finds_each_kind_of_damage(brain: Brain, damaged: dict[str, Any]) -
     assert mine["missing_bm25"]["count"] == 1
     assert mine["graph_nodes_missing_from_store"]["count"] == 0
     # Another user's scan sees none of it.
-    from brain.identity import Identity, acting_as
+    from brain.trust.identity import Identity, acting_as
 
     with acting_as(Identity("bob", "b1")):
         other = brain.health.scan()
@@ -220,7 +220,7 @@ def test_a_file_rewritten_often_is_a_hot_file(brain: Brain, tmp_path: Path,
     assert [r["path"] for r in rep["hot_files"]] == ["out.log"]
     assert rep["hot_files"][0]["writes"] == 3 and rep["tracked"] == 2
     assert "hot file: out.log" in caplog.text
-    from brain.identity import Identity, acting_as
+    from brain.trust.identity import Identity, acting_as
 
     with acting_as(Identity("bob", "b1")):  # another user's source is not listed
         assert brain.health.hot_files()["count"] == 0
@@ -289,7 +289,7 @@ def test_bm25_backfill_resumes_after_a_kill(brain: Brain, monkeypatch: pytest.Mo
     import subprocess
     import sys
 
-    from brain.bulk import bulk_add
+    from brain.memory.bulk import bulk_add
     from brain.memory.core import keyword_text
 
     ids = bulk_add(brain.memory, [f"note {i} on the parser cache and queue {i * 7}"

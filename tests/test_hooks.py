@@ -168,7 +168,7 @@ def test_summary_from_the_documented_transcript(project_dir: Path) -> None:
 def test_hook_process_imports_nothing_heavy() -> None:
     code = (
         "import sys; sys.argv=['x']; import brain.hooks.client, brain.hooks.events, "
-        "brain.hooks.summary, brain.hooks.shape, brain.redact; "
+        "brain.hooks.summary, brain.hooks.shape, brain.trust.redact; "
         "heavy={'torch','onnxruntime','qdrant_edge','numpy','pydantic','fastmcp','anyio',"
         "'config','brain.app','brain.memory'}; "
         "print(sorted(m for m in sys.modules if m in heavy or m.split('.')[0] in heavy))"

@@ -26,7 +26,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
-from brain import owner as own
+from brain.process import owner as own
 from mcp_surface.profiles import RENAMED
 
 ROOT = Path(__file__).resolve().parent.parent

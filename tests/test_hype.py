@@ -14,9 +14,9 @@ import pytest
 from brain.agentic.hype import parse_questions
 from brain.app import Brain
 from brain.clock import ManualClock
-from brain.identity import Identity, acting_as
 from brain.memory import RecallFilter, hype
 from brain.notes import point_id
+from brain.trust.identity import Identity, acting_as
 from brain.vector_store import Filter, Match, scroll_all
 from config import Settings
 from tests.conftest import hash_embedder

@@ -25,8 +25,8 @@ import pytest
 
 from brain.app import Brain
 from brain.clock import ManualClock
-from brain.index_maintenance import IndexConfig, IndexMaintenance
 from brain.memory import RecallFilter
+from brain.store.index_maintenance import IndexConfig, IndexMaintenance
 from brain.vector_store import IndexState, Point
 from brain.vector_store.edge import EdgeStore
 from config import Settings

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import qdrant_edge as qe
 
-from brain.bm25 import BM25Encoder
+from brain.embedding.bm25 import BM25Encoder
 from brain.vector_store import Filter, Match, Point
 from brain.vector_store import edge as edge_module
 from brain.vector_store import edge_convert as cv

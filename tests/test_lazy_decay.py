@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from brain import salience
 from brain.app import Brain
 from brain.clock import ManualClock
-from brain.memory import RecallFilter
+from brain.memory import RecallFilter, salience
 from brain.notes import point_id
-from brain.store_meta import META_ID
+from brain.store.meta import META_ID
 from brain.vector_store import Point
 from config import Settings
 from tests.conftest import _seed_store, hash_embedder

@@ -17,7 +17,7 @@ import pytest
 from brain.app import Brain
 from brain.cli import main
 from brain.clock import ManualClock
-from brain.embedder import REGISTRY, HashEmbedder
+from brain.embedding.registry import REGISTRY, HashEmbedder
 from brain.memory import RecallFilter
 from brain.notes import point_id
 from brain.vector_store import Match, Point

@@ -13,7 +13,7 @@ import pytest
 
 from brain.clock import ManualClock
 from brain.errors import LLMError
-from brain.model_router import ModelRouter, TokenCapReached
+from brain.llm.router import ModelRouter, TokenCapReached
 from tests.fake_llm import FakeLLM
 
 SECRET = "sk-test-SECRET-123456"

@@ -25,8 +25,8 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from fastmcp.exceptions import ToolError
 
-from brain import owner as own
 from brain.app import Brain
+from brain.process import owner as own
 from config import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -303,7 +303,7 @@ async def test_owner_killed_mid_run(home: Path, hook_dir: Path) -> None:
 
 def _export_of(tmp_path: Path, contents: list[str]) -> Path:
     """An export of a brain in its own home holding ``contents`` (one note each)."""
-    from brain.bulk import bulk_add
+    from brain.memory.bulk import bulk_add
 
     src = tmp_path / "exporting"
     settings = load_settings(home=src)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from brain.errors import InvalidArgument, NoteNotFound
-from brain.identity import Identity, acting_as
 from brain.memory import RecallFilter
-from brain.retrieval import Candidate, matched_by
+from brain.search.fusion import Candidate, matched_by
+from brain.trust.identity import Identity, acting_as
 
 
 def test_pin_and_unpin(brain) -> None:  # noqa: ANN001

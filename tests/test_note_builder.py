@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from brain.model_router import ModelRouter
-from brain.note_builder import (
+from brain.llm.prompts import (
     RELATIONS,
     Evolution,
     MergedNote,
@@ -20,6 +19,7 @@ from brain.note_builder import (
     parse_json_object,
     synthesize_merge,
 )
+from brain.llm.router import ModelRouter
 from tests.fake_llm import FakeLLM
 
 GOOD_NOTE = {

@@ -14,10 +14,7 @@ import numpy as np
 import pytest
 
 from brain.app import Brain
-from brain.embedder import DEFAULT_MODEL, REGISTRY, build_embedder, embed_passages
-from brain.errors import ModelUnavailable
-from brain.memory import RecallFilter
-from brain.onnx_embedder import (
+from brain.embedding.onnx import (
     BACKENDS,
     W8_BLOCK,
     W8_MIN_COSINE,
@@ -27,6 +24,9 @@ from brain.onnx_embedder import (
     placement,
     spin_options,
 )
+from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder, embed_passages
+from brain.errors import ModelUnavailable
+from brain.memory import RecallFilter
 from tests.conftest import _seed_store
 
 pytest.importorskip("onnxruntime")
@@ -104,7 +104,7 @@ def test_int8_is_quantised_from_the_cached_fp32_export(onnx_cache: Path, tmp_pat
     refuse), and its vectors are the fp32 ones within int8's tolerance."""
     import onnxruntime as ort
 
-    from brain.onnx_embedder import export, export_in_child
+    from brain.embedding.onnx import export, export_in_child
 
     fp32 = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx-fp32")
     assert isinstance(fp32, OnnxEmbedder)
@@ -138,7 +138,7 @@ def test_the_fp32_file_runs_fused_attention_to_the_plain_graphs_vectors(
     export embeds."""
     import onnx
 
-    from brain.onnx_embedder import export_in_child, fuse, same_outputs
+    from brain.embedding.onnx import export_in_child, fuse, same_outputs
 
     if onnx_embedder.backend != "onnx-fp32":
         pytest.skip("the fp32 graph (what the default's 8-bit weights come from)")
@@ -168,7 +168,7 @@ def test_the_fp32_file_runs_fused_attention_to_the_plain_graphs_vectors(
 
 def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedder) -> None:
     """A server beside an agent leaves the CPUs to it between runs: the pool spins only
-    inside a run, for at most SPIN_US between operators (brain/onnx_embedder.py). Spinning as
+    inside a run, for at most SPIN_US between operators (brain/embedding/onnx.py). Spinning as
     onnxruntime does by default burns ~40 ms of CPU after every run."""
     import onnxruntime as ort
 
@@ -260,7 +260,7 @@ def test_a_batch_gives_back_the_memory_it_ran_in(onnx_cache: Path) -> None:
     """A batch of 32 texts of ~110 tokens grew onnxruntime's arena by ~100 MB that it kept for
     the life of the process (7 MB with the shrinkage; bench/rss_owner.py); the vectors are
     the same either way."""
-    import brain.onnx_embedder as oe
+    import brain.embedding.onnx as oe
 
     emb = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
     emb.embed_query("warm up")
@@ -323,7 +323,7 @@ def test_the_default_server_process_never_imports_torch(tmp_path: Path, onnx_cac
 def test_a_failed_export_is_a_typed_error(tmp_path: Path) -> None:
     """The export's child process fails (no model in the folder): ModelUnavailable saying
     why, and no file is left where the model would be."""
-    from brain.onnx_embedder import export_in_child
+    from brain.embedding.onnx import export_in_child
 
     out = tmp_path / "cache" / "model.onnx"
     with pytest.raises(ModelUnavailable, match="no config.json") as err:
@@ -380,7 +380,7 @@ def test_8_bit_weights_that_move_the_vectors_are_not_kept(
     """weights8 compares the quantised graph's vectors with the fp32 graph's before it keeps
     the file; below the bar nothing is written (and a graph it cannot read, in the child, is
     a False too), and the embedder runs the fp32 graph instead."""
-    import brain.onnx_embedder as oe
+    import brain.embedding.onnx as oe
 
     if onnx_embedder.backend != "onnx":
         pytest.skip("the default backend's file")

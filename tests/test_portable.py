@@ -1,5 +1,5 @@
 """Export / import round trip of everything a brain holds: notes, sources, uploaded documents
-(record, text, kept bytes) and pending sync jobs (brain/portable.py)."""
+(record, text, kept bytes) and pending sync jobs (brain/maintenance/portable.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from brain.app import Brain
-from brain.presentation import compact_note, present, snippet
+from brain.search.presentation import compact_note, present, snippet
 
 LONG = ("The payment queue backs up when the replay worker is paused; drain it with the "
         "replay worker, then page the on-call. ") * 20
@@ -77,7 +77,7 @@ async def test_deep_search_and_preflight_are_compact(brain: Brain, client) -> No
 
 
 def test_the_relevance_band() -> None:
-    from brain.presentation import answer_band
+    from brain.search.presentation import answer_band
 
     assert answer_band([0.9], 0.5) == "single"  # the only hit
     assert answer_band([], 0.5) == "many"
@@ -100,7 +100,7 @@ async def test_search_pages_say_single_or_many(brain: Brain, client) -> None:  #
 
 
 def test_a_passage_snippet_sits_around_the_query() -> None:
-    from brain.presentation import compact_passage
+    from brain.search.presentation import compact_passage
 
     text = "filler words here. " * 40 + "The zebra kettle protocol keeps caches warm. " + \
         "more filler. " * 40

@@ -1,4 +1,4 @@
-"""The recall key (brain/recall_key.py) selects exactly what the conditions it replaces did.
+"""The recall key (brain/store/recall_key.py) selects exactly what the conditions it replaces did.
 
 A stale key is a tenancy leak or a lost note, so each test compares the keyed filter with the
 full one (the same RecallFilter, the store's key record taken away) on a real Edge store:
@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from brain import recall_key
 from brain.app import Brain
-from brain.identity import Identity, acting_as
 from brain.memory.filters import RecallFilter, build_filter
 from brain.notes import point_id
+from brain.store import recall_key
+from brain.trust.identity import Identity, acting_as
 from brain.vector_store import Filter, Point, scroll_all
 
 A1, A2, B1 = Identity("alice", "a1"), Identity("alice", "a2"), Identity("bob", "b1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from brain.redact import KINDS, Redaction, redact, redact_tags
+from brain.trust.redact import KINDS, Redaction, redact, redact_tags
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"

@@ -1,4 +1,4 @@
-"""The relevance band decides membership on every search tool (brain/presentation.py's rule):
+"""The relevance band decides membership on every search tool (brain/search/presentation.py's rule):
 a clear single answer is returned alone, with ``more_hits`` counting what it left out, unless
 the caller asks for a number of results (top_k / limit); a page of several near answers keeps
 them all. Through the MCP tools, on Qdrant Edge with the offline embedder."""
@@ -13,7 +13,7 @@ import pytest
 from fastmcp import Client
 
 from brain.app import Brain
-from brain.presentation import band_keep, search_page
+from brain.search.presentation import band_keep, search_page
 
 ONE = "the zanzibar deploy key rotates every ninety days in vault"
 QUERY = "zanzibar deploy key rotation"

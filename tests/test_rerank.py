@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from brain import rerank
 from brain.app import Brain
-from brain.embedder import DEFAULT_MODEL, bundled_model_path
+from brain.embedding.registry import DEFAULT_MODEL, bundled_model_path
 from brain.errors import ModelUnavailable
 from brain.memory import RecallFilter, embed_text
+from brain.search import rerank
 from config import RerankSettings
 from tests.conftest import _seed_store, hash_embedder
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from brain import rerank
 from brain.app import Brain
 from brain.errors import ModelUnavailable
 from brain.memory import RecallFilter, embed_text
+from brain.search import rerank
 from config import RerankSettings
 from tests.conftest import _seed_store, hash_embedder
 from tests.test_rerank import NOTES
@@ -170,7 +170,7 @@ def test_garbage_keeps_the_fused_order_and_is_counted(
     server = RerankServer(GARBAGE[kind])
     try:
         b = open_brain(server.url())
-        with caplog.at_level(logging.WARNING, logger="brain.rerank"):
+        with caplog.at_level(logging.WARNING, logger="brain.search.rerank"):
             hits = _search(b)
             _search(b)  # the same reason again is counted, not logged again
         assert [h["zk_id"] for h in hits] == _fused(b)

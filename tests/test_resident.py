@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from brain import heap
-from brain.bm25 import BM25Encoder
+from brain.embedding.bm25 import BM25Encoder
 from brain.vector_store import Match, Point
 from brain.vector_store.base import Filter
 from brain.vector_store.edge import EdgeStore

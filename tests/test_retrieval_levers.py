@@ -11,9 +11,9 @@ import pytest
 
 from brain.app import Brain
 from brain.clock import ManualClock
-from brain.embedder import embed_passages, split_for_window
+from brain.embedding.registry import embed_passages, split_for_window
 from brain.memory import RecallFilter
-from brain.retrieval import fuse, looks_like_code
+from brain.search.fusion import fuse, looks_like_code
 from brain.vector_store import Hit
 from config import RetrievalSettings, Settings
 from tests.conftest import _seed_store, hash_embedder
@@ -179,7 +179,7 @@ def test_notes_carry_their_code_flag_through_updates(brain: Brain) -> None:
 
 
 def test_code_share_counts_only_candidates_of_known_kind() -> None:
-    from brain.retrieval import Candidate, code_share
+    from brain.search.fusion import Candidate, code_share
 
     cands = [Candidate("a", {"is_code": True}), Candidate("b", {"is_code": False}),
              Candidate("c", {}),  # a legacy note seen through a search leg: kind unknown
@@ -192,7 +192,7 @@ def test_legs_read_without_payloads_rank_as_legs_read_with_their_flags(brain: Br
     """The search legs read no payloads; the share of code among the candidates is counted
     through the is_code index. The ranking must be the one the flags read from every hit's
     payload gave: same candidates, same scores."""
-    from brain.retrieval import LEG_FIELDS, code_share, fuse_legs, hybrid, stored_code_share
+    from brain.search.fusion import LEG_FIELDS, code_share, fuse_legs, hybrid, stored_code_share
     from brain.vector_store import Filter, Match
 
     for i, text in enumerate((PY, JS, GO, PROSE, CHAT)):

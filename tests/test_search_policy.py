@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-import brain.search_policy as policy_mod
+import brain.search.policy as policy_mod
 from brain.app import Brain
 from brain.memory import RecallFilter
-from brain.retrieval import Candidate
-from brain.search_policy import floor
+from brain.search.fusion import Candidate
+from brain.search.policy import floor
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOK = "When the payment queue backs up, drain it with the replay worker and page the on-call."
@@ -36,7 +36,7 @@ def _write(folder: Path, name: str, text: str) -> Path:
 
 @pytest.fixture
 def rank_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every call of the policy's fusion (brain.retrieval.hybrid as rank calls it), by
+    """Every call of the policy's fusion (brain.search.fusion.hybrid as rank calls it), by
     which search made it."""
     calls: list[str] = []
     inner = policy_mod.hybrid
@@ -100,8 +100,8 @@ def test_the_three_searches_import_one_ranking_and_no_other_fusion() -> None:
         tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
         imported = {(n.module, a.name) for n in ast.walk(tree)
                     if isinstance(n, ast.ImportFrom) for a in n.names}
-        assert ("brain.search_policy", "rank") in imported, rel
-        fusion = {name for mod, name in imported if mod == "brain.retrieval"}
+        assert ("brain.search.policy", "rank") in imported, rel
+        fusion = {name for mod, name in imported if mod == "brain.search.fusion"}
         assert not fusion & {"hybrid", "fuse"}, (rel, fusion)
         called = {n.func.id for n in ast.walk(tree)
                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
@@ -126,7 +126,7 @@ async def test_search_files_clamps_a_large_limit_and_says_so(client: Any) -> Non
 
 def test_a_note_next_to_a_strong_match_rises_with_the_neighbour_lever() -> None:
     from brain.notes import point_id
-    from brain.retrieval import with_neighbours
+    from brain.search.fusion import with_neighbours
 
     def cand(zk: str, score: float, prev: str | None = None) -> Candidate:
         c = Candidate(point_id(zk), {"thread_prev": prev} if prev else {}, score)
@@ -144,7 +144,7 @@ def test_a_note_next_to_a_strong_match_rises_with_the_neighbour_lever() -> None:
 
 
 def test_a_decisive_keyword_match_ranks_first_and_only_first_place_moves() -> None:
-    from brain.retrieval import fuse, keyword_lead
+    from brain.search.fusion import fuse, keyword_lead
     from brain.vector_store import Hit
 
     # "b" is a little good in both legs; "k" is BM25's decisive first hit with a middling
@@ -170,7 +170,7 @@ def test_the_keyword_lead_is_on_in_the_policy_all_three_searches_share() -> None
     after fusion, so search_memory, search_files and fs_search all get it."""
     import inspect
 
-    from brain.retrieval import fuse_legs, hybrid
+    from brain.search.fusion import fuse_legs, hybrid
     from config import RetrievalSettings
 
     assert RetrievalSettings().keyword_lead == 0.05

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from brain.bm25 import BM25Encoder
 from brain.clock import ManualClock, iso
-from brain.embedder import REGISTRY, HashEmbedder
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.registry import REGISTRY, HashEmbedder
 from brain.files.service import FilesDeps, FilesService, doc_chunks
-from brain.identity import Identity
-from brain.paths import PathPolicy
-from brain.search_policy import SearchPolicy
+from brain.search.policy import SearchPolicy
 from brain.sources.service import SourcesConfig, SourcesDeps, SourcesService
+from brain.trust.identity import Identity
+from brain.trust.paths import PathPolicy
 from brain.vector_store import Filter, Match, scroll_all
 from brain.vector_store.edge import EdgeStore
 from config import FilesSettings, Settings

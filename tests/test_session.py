@@ -13,7 +13,7 @@ from fastmcp.exceptions import ToolError
 
 from brain.app import Brain
 from brain.clock import Clock
-from brain.embedder import REGISTRY, HashEmbedder
+from brain.embedding.registry import REGISTRY, HashEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -152,8 +152,8 @@ async def test_close_session_bad_input_changes_nothing(brain: Brain, client) -> 
 CRASH_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from brain.app import Brain
-    from brain.embedder import REGISTRY, HashEmbedder
-    import brain.session as session
+    from brain.embedding.registry import REGISTRY, HashEmbedder
+    import brain.workflow.session as session
     from config import load_settings
 
     step = sys.argv[2]

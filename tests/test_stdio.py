@@ -65,7 +65,7 @@ def test_brain_processes_load_models_without_progress_bars(tmp_path: Path) -> No
         "import os, sys; os.environ.pop('HF_HUB_DISABLE_PROGRESS_BARS', None)\n"
         "early = sys.argv[1] == 'early'\n"
         "if early: import transformers.utils.logging as tl\n"
-        "from pathlib import Path; from brain.logs import setup_logging\n"
+        "from pathlib import Path; from brain.process.logs import setup_logging\n"
         "setup_logging(Path(sys.argv[2]))\n"
         "import transformers.utils.logging as tl\n"
         "bar = tl.tqdm(range(3))\n"

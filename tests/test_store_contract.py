@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import qdrant_edge as qe
 
-from brain.bm25 import BM25Encoder
+from brain.embedding.bm25 import BM25Encoder
 from brain.errors import StoreLocked
 from brain.vector_store import (
     Filter,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from brain.app import Brain
-from brain.identity import Identity, acting_as
 from brain.memory import RecallFilter
+from brain.trust.identity import Identity, acting_as
 
 USERS = {"ann": ("ann-laptop", "ann-ci"), "bob": ("bob-desk", "bob-ci")}
 PROJECTS = ("alpha", "beta", "gamma", "general")  # "general" is the default project

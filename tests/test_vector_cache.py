@@ -11,7 +11,7 @@ from bench import BenchContext, report, speed
 from bench.__main__ import targets
 from bench.speed import synthetic_notes
 from bench.vector_cache import VectorCache
-from brain.embedder import REGISTRY, HashEmbedder, embed_passages
+from brain.embedding.registry import REGISTRY, HashEmbedder, embed_passages
 from tests.test_bench_smoke import HASH
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from starlette.testclient import TestClient
 
-from brain.identity import Identity
+from brain.trust.identity import Identity
 from webui.app import HERE
 from webui.auth import Logins
 from webui.site import create_app

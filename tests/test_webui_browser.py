@@ -19,7 +19,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
-from brain.identity import Identity
+from brain.trust.identity import Identity
 from tests.webui_support import chromium, live_ui, make_brain, seed
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from starlette.testclient import TestClient
 
-from brain.identity import Identity
 from brain.memory import MemoryService
+from brain.trust.identity import Identity
 from webui.auth import Logins
 from webui.site import create_app
 

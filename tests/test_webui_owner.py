@@ -22,7 +22,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from brain import owner as own
+from brain.process import owner as own
 from tests.test_http import ROOT, _env, _free_port, _start, _stop
 
 pytestmark = pytest.mark.slow

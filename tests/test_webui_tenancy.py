@@ -19,9 +19,9 @@ import httpx
 import pytest
 from starlette.routing import Mount, Route
 
-from brain import owner as own
-from brain.identity import Identity, acting_as
-from brain.limits import MAX_QUERY_CHARS
+from brain.process import owner as own
+from brain.trust.identity import Identity, acting_as
+from brain.trust.limits import MAX_QUERY_CHARS
 from tests.webui_support import live_ui, make_brain, seed
 from webui.site import create_app
 

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from brain.app import Brain
-from brain.identity import Identity, acting_as
+from brain.trust.identity import Identity, acting_as
 from config import Settings, load_settings
 from tests.conftest import hash_embedder
 

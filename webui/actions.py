@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from brain.errors import InvalidArgument
-from brain.limits import MAX_TAG_CHARS, MAX_TAGS
+from brain.trust.limits import MAX_TAG_CHARS, MAX_TAGS
 from webui.app import checked_form, ui_of
 
 WHAT = {

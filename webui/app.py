@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from brain.errors import BrainError, Conflict, FileNotFound, InvalidArgument, NoteNotFound
-from brain.identity import acting_as
+from brain.trust.identity import acting_as
 from webui.auth import COOKIE, Logins, Session
 
 T = TypeVar("T")

@@ -1,6 +1,6 @@
 """Who a browser is: one-time login links, sessions, and the CSRF token of each session.
 
-The explorer acts as a caller exactly as the tools do (brain/identity.py): a login link made
+The explorer acts as a caller exactly as the tools do (brain/trust/identity.py): a login link made
 by ``brain ui`` acts as the settings identity (the one the home HTTP token and stdio act as);
 a bearer token pasted at /login is checked by the very verifier of ``brain serve --http``
 (mcp_surface/http_tokens.py), so it acts as the user and agent its tool calls act as.
@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brain import owner as own
-from brain.identity import Identity
+from brain.process import owner as own
+from brain.trust.identity import Identity
 
 LINK_TTL_S = 600.0  # a login link works once, within ten minutes
 SESSION_TTL_S = 12 * 3600.0

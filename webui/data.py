@@ -3,7 +3,7 @@
 Plain blocking functions of a :class:`~brain.app.Brain`; webui/run.py calls them in a worker
 thread inside ``acting_as(caller)`` under the generation gate, the way every tool call runs
 (mcp_server.create_server's ``call``). They reuse the services the tools call; the only
-filters built here are lists of one kind of note, made of brain/tenancy.py's conditions, as
+filters built here are lists of one kind of note, made of brain/trust/tenancy.py's conditions, as
 the services build theirs. Everything is paged or capped: no page loads the whole store.
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-from brain import tenancy
 from brain.app import Brain
 from brain.errors import BrainError, NoteNotFound
 from brain.memory import RecallFilter
-from brain.salience import DAY, salience_now
+from brain.memory.salience import DAY, salience_now
+from brain.trust import tenancy
 from brain.vector_store import Filter, Match, MatchAny
 
 PER_PAGE = 20

@@ -18,7 +18,7 @@ import anyio
 import uvicorn  # already loaded: the owner endpoint serves on it too
 
 from brain.errors import BrainError
-from brain.identity import Identity
+from brain.trust.identity import Identity
 from config import Settings
 
 log = logging.getLogger("brain.ui")
@@ -127,7 +127,5 @@ def attach(router: Any, settings: Settings, *, start: bool) -> UIHost:
             except Exception as exc:  # noqa: BLE001 - the tools keep working without it
                 log.error("web explorer not started: %s", exc)
 
-    router.on_owner.append(on_owner)
-    router.endpoint.open_ui = host.open
-    router.ui = host
+    router.serve_ui(host, on_owner, host.open)
     return host

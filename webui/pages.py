@@ -15,8 +15,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from brain.errors import InvalidArgument
-from brain.limits import MAX_AGE_DAYS, MAX_QUERY_CHARS
 from brain.notes import NOTE_KINDS
+from brain.trust.limits import MAX_AGE_DAYS, MAX_QUERY_CHARS
 from webui import data
 from webui.app import ui_of
 from webui.login import login_form, login_post, logout

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from brain import owner as own
+from brain.process import owner as own
 from config import Settings
 
 

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from brain import note_builder, tenancy
 from brain.errors import InvalidArgument
+from brain.llm import prompts as note_builder
 from brain.memory import NOTE_FILTER, MemoryService, check_project
 from brain.notes import CONTEXTUAL_KINDS
+from brain.trust import tenancy
 from brain.vector_store import Match, scroll_all
 
 _BLOCK = 1024

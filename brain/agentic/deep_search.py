@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from brain.embed_credential import query_vector
+from brain.embedding.credential import query_vector
 from brain.errors import InvalidArgument
-from brain.limits import MAX_QUERY_CHARS, check_text
 from brain.memory import MemoryService, RecallFilter, check_top_k
 from brain.notes import point_id
+from brain.trust.limits import MAX_QUERY_CHARS, check_text
 from brain.vector_store import HasId
 
 MAX_HOPS = 4

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from brain import note_builder, tenancy
-from brain.enrich import enrich
 from brain.errors import NoteNotFound
+from brain.llm import prompts as note_builder
+from brain.llm.prompts import Router
 from brain.memory import NOTE_FILTER, MemoryService
-from brain.note_builder import Router
+from brain.memory.enrich import enrich
 from brain.notes import RELATIONS, point_id
+from brain.trust import tenancy
 from brain.vector_store import Match, VectorStore
 
 log = logging.getLogger(__name__)

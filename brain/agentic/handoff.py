@@ -1,5 +1,5 @@
 """The handoff job (``kind = "handoff"``): the chat model rewrites a session's heuristic
-handoff from the transcript excerpt the hooks sent with it (brain/session.py keeps it,
+handoff from the transcript excerpt the hooks sent with it (brain/workflow/session.py keeps it,
 redacted, in the summary's payload as ``handoff_excerpt`` only when a model is configured).
 
 - Queued by close_session after the handoff is durable; the start-up sweep queues a summary
@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 from brain.agentic.enrichment import ChatRouter, Interrupted, Paused
 from brain.errors import LLMError, NoteNotFound
+from brain.llm.prompts import parse_json_object
 from brain.memory import MemoryService
-from brain.note_builder import parse_json_object
-from brain.session import EXCERPT_KEY, summary_text, thread_text
 from brain.vector_store import Filter, Match
+from brain.workflow.session import EXCERPT_KEY, summary_text, thread_text
 
 log = logging.getLogger(__name__)
 

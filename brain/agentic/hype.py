@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from brain.agentic.enrichment import ChatRouter, Interrupted, Paused
-from brain.embedder import embed_passages
+from brain.embedding.registry import embed_passages
 from brain.errors import LLMError, NoteNotFound
+from brain.llm.prompts import Router, parse_json_object
 from brain.memory import MemoryService, hype
-from brain.note_builder import Router, parse_json_object
-from brain.redact import redact
+from brain.trust.redact import redact
 from brain.vector_store import Point
 
 log = logging.getLogger(__name__)

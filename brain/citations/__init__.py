@@ -16,6 +16,6 @@ The store is the single source of truth: citations live in the note payload (``c
 with ``cite_keys`` (payload-indexed: the path -> notes index) and ``cite_state``.
 """
 
-from brain.citations.model import CHANGED, FRESH, GONE, RANK_PENALTY, STATES, summary
+from brain.citation import CHANGED, FRESH, GONE, RANK_PENALTY, STATES, summary
 
 __all__ = ["CHANGED", "FRESH", "GONE", "RANK_PENALTY", "STATES", "summary"]

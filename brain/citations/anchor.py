@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain.citation import CHANGED, FRESH, GONE, MAX_EXCERPT, MAX_SPAN_FILE_BYTES, Ref
 from brain.citations import git, spans
 from brain.citations.git import Repos, blob_id
-from brain.citations.model import CHANGED, FRESH, GONE, MAX_EXCERPT, MAX_SPAN_FILE_BYTES, Ref
 
 Redactor = Callable[[str], str]
 

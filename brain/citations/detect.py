@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from brain.citations.model import MAX_CITES, Ref, parse_ref
+from brain.citation import MAX_CITES, Ref, parse_ref
 from brain.errors import InvalidArgument
 
 MAX_SCAN_CHARS = 200_000  # a note's text read for citations (notes are capped lower anyway)

@@ -25,10 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain import tenancy
-from brain.citations import anchor, detect
-from brain.citations.git import GitError, Repos
-from brain.citations.model import (
+from brain.citation import (
     MAX_CITES,
     Ref,
     key_of,
@@ -37,18 +34,21 @@ from brain.citations.model import (
     penalised,
     ref_text,
 )
+from brain.citations import anchor, detect
+from brain.citations.git import GitError, Repos
 from brain.citations.turns import TurnFiles
 from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
-from brain.limits import MAX_ITEMS
 from brain.notes import point_id
-from brain.redact import redact
 from brain.sources.filters import SourceFilter
+from brain.trust import tenancy
+from brain.trust.limits import MAX_ITEMS
+from brain.trust.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
 
 if TYPE_CHECKING:
     from brain.memory import MemoryService
-    from brain.retrieval import Candidate
+    from brain.search.fusion import Candidate
     from brain.sources.registry import SourceRecord
     from brain.sources.service import SourcesService
 

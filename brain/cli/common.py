@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from brain.errors import Conflict
 
 if TYPE_CHECKING:
-    from brain.owner import OwnerInfo
+    from brain.process.owner import OwnerInfo
 
 
 @contextmanager
@@ -23,7 +23,7 @@ def open_brain(**overrides: Any) -> Iterator[Any]:
     Raises ``StoreLocked`` ("served by pid N; stop it or retry") while a server owns it.
     """
     from brain.app import Brain
-    from brain.logs import setup_logging
+    from brain.process.logs import setup_logging
     from config import load_settings
 
     try:
@@ -32,7 +32,7 @@ def open_brain(**overrides: Any) -> Iterator[Any]:
         print(f"brain: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     setup_logging(settings.home, settings.log.level)
-    from brain.owner import exclusive
+    from brain.process.owner import exclusive
 
     # One process owns a data dir; a running server keeps it, and this says so (StoreLocked).
     with exclusive(settings.home, "cli"):
@@ -49,7 +49,7 @@ def print_json(data: Any) -> None:
 
 def running_owner(home: Path) -> tuple[OwnerInfo, str] | None:
     """The live server that owns ``home`` and its owner token, or None when none runs."""
-    from brain import owner as own
+    from brain.process import owner as own
 
     info = own.read_info(home)
     token = own.read_owner_token(home)

@@ -11,9 +11,9 @@ import argparse
 import sys
 from typing import Any
 
-from brain import owner as own
 from brain.cli.common import open_brain, print_json
-from brain.owner_report import report
+from brain.process import owner as own
+from brain.process.report import report
 
 
 def _ask_owner(info: own.OwnerInfo, token: str) -> dict[str, Any]:

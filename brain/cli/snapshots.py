@@ -36,7 +36,7 @@ def _snapshot(args: argparse.Namespace) -> int:  # noqa: ARG001
 
 
 def _list(args: argparse.Namespace) -> int:  # noqa: ARG001
-    from brain.snapshots import list_snapshots
+    from brain.store.snapshots import list_snapshots
 
     snaps = list_snapshots(_settings().home)
     print_json([{k: s.get(k) for k in ("name", "created", "points", "notes", "model")}
@@ -45,8 +45,8 @@ def _list(args: argparse.Namespace) -> int:  # noqa: ARG001
 
 
 def _restore(args: argparse.Namespace) -> int:
-    from brain import snapshots
-    from brain.owner import exclusive
+    from brain.process.owner import exclusive
+    from brain.store import snapshots
 
     s = _settings()
     with exclusive(s.home, "cli"):
@@ -57,9 +57,9 @@ def _restore(args: argparse.Namespace) -> int:
 
 def _accept_loss(args: argparse.Namespace) -> int:  # noqa: ARG001
     """Record what the store holds now as its new baseline (and drop the graph cache)."""
-    from brain.embedder import resolve_record
-    from brain.integrity import Manifest, store_location
-    from brain.owner import exclusive
+    from brain.embedding.registry import resolve_record
+    from brain.process.owner import exclusive
+    from brain.store.integrity import Manifest, store_location
     from brain.vector_store import build_store
 
     s = _settings()

@@ -14,7 +14,7 @@ from typing import Any
 
 from brain.files.parsers import PageSpan, ParsedDocument
 from brain.files.store import BlobStore, FileRecords, TextStore, sweep_temp_files
-from brain.redact import redact
+from brain.trust.redact import redact
 
 __all__ = ["Keeper", "from_doc", "redact_parsed", "to_doc"]
 

@@ -30,22 +30,22 @@ from typing import Any, Protocol
 import numpy as np
 import pathspec
 
-from brain import tenancy
-from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
-from brain.embed_credential import query_vector
-from brain.embedder import Embedder
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.credential import query_vector
+from brain.embedding.registry import Embedder
 from brain.errors import FileNotFound, FileTooLarge, InvalidArgument
 from brain.files.retention import Keeper
 from brain.files.store import BlobStore, DuplicateContent, FileRecords, TextStore
 from brain.files.worker import FileWorker, chunk_point_id, chunks_of
-from brain.identity import Identity
-from brain.limits import MAX_QUERY_CHARS, check_text
-from brain.paths import PathPolicy
-from brain.redact import redact_tree
-from brain.retrieval import matched_by
-from brain.search_policy import SearchPolicy, rank
+from brain.search.fusion import matched_by
+from brain.search.policy import SearchPolicy, rank
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
+from brain.trust import tenancy
+from brain.trust.identity import Identity
+from brain.trust.limits import MAX_QUERY_CHARS, check_text
+from brain.trust.paths import PathPolicy
+from brain.trust.redact import redact_tree
 from brain.vector_store import Filter, Match, Point, VectorStore, scroll_all
 from config import FilesSettings
 
@@ -76,7 +76,7 @@ class FilesDeps:
     default_project: str  # of an upload that names none
     redact_secrets: bool  # [memory] redact_secrets: scrub the text before it is stored
     exact_max_points: int  # [retrieval]: below this many candidates search is exact
-    policy: SearchPolicy  # [retrieval]: how every search ranks (brain/search_policy.py)
+    policy: SearchPolicy  # [retrieval]: how every search ranks (brain/search/policy.py)
 
 
 class FilesService:
@@ -129,7 +129,7 @@ class FilesService:
     # ---------------------------------------------------------------- upload
     @property
     def caller(self) -> Identity:
-        """Who is asking: every record and passage is filtered for it (brain/tenancy.py)."""
+        """Who is asking: every record and passage is filtered for it (brain/trust/tenancy.py)."""
         return tenancy.caller(self.deps.identity)
 
     def ingest(
@@ -266,7 +266,7 @@ class FilesService:
 
     def restore(self, rec: dict[str, Any], text: dict[str, Any] | None,
                 raw: bytes | None) -> bool:
-        """An upload from an export (brain/portable.py): its record (owner included), parsed
+        """An upload from an export (brain/maintenance/portable.py): its record (owner included), parsed
         text and kept bytes, replacing one of the same id; indexed again by the worker.
         False when this home already holds the same bytes for the same owner."""
         generation = int(rec.get("generation") or 1)
@@ -325,7 +325,7 @@ class FilesService:
         project: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Passages of ready files for ``query``, best first, ranked by the search policy
-        every search shares (brain/search_policy.py). A limit above MAX_SEARCH_LIMIT is
+        every search shares (brain/search/policy.py). A limit above MAX_SEARCH_LIMIT is
         clamped (:func:`clamp_limit`); ``threshold``, when given, is a minimum cosine
         similarity the caller asks for (a passage only BM25 found has none and is dropped)."""
         check_text(query, "query", MAX_QUERY_CHARS)

@@ -13,7 +13,7 @@ What is kept of an upload (``[files] keep_raw``):
 
 Every file is written whole (temp file + rename), so a crash leaves the old file or the
 new one, never half of one; a stray temp file is swept at start. Records live in SQLite
-(``<home>/files/files.db``) with their owner (user, agent, visibility: brain/tenancy.py); a
+(``<home>/files/files.db``) with their owner (user, agent, visibility: brain/trust/tenancy.py); a
 unique index on ``(user_id, dedupe_scope, content_hash)`` is what makes the dedupe
 race-free.
 """
@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from brain import tenancy
-from brain.identity import Identity
+from brain.trust import tenancy
+from brain.trust.identity import Identity
 
 __all__ = ["BlobStore", "DuplicateContent", "FileRecords", "TextStore", "sweep_temp_files"]
 
@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS files (
 );
 CREATE INDEX IF NOT EXISTS files_status ON files (status);
 """
-# Owner columns (brain/tenancy.py), added to databases made before they existed: their
+# Owner columns (brain/trust/tenancy.py), added to databases made before they existed: their
 # rows belong to the settings identity and are shared. ``dedupe_scope`` is "" for a shared
 # record and the agent for a private one, so the same bytes dedupe within what the uploader
 # may see and never answer with a sibling agent's private record.

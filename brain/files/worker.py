@@ -21,17 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from brain.bm25 import BM25Encoder
-from brain.chunker import Chunk, chunk_text_ex
 from brain.clock import Clock, iso
-from brain.embedder import Embedder
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.registry import Embedder
 from brain.errors import BrainError, ParseError
 from brain.files import deadline as file_deadline
 from brain.files.parsers import ParsedDocument, page_for_offset, parse_document
 from brain.files.retention import Keeper, from_doc, redact_parsed, to_doc
 from brain.files.store import BlobStore, FileRecords, TextStore
-from brain.redact import redact
-from brain.retrieval import looks_like_code
+from brain.search.fusion import looks_like_code
+from brain.sources.chunker import Chunk, chunk_text_ex
+from brain.trust.redact import redact
 from brain.vector_store import Filter, Match, Point, VectorStore
 from config import FilesSettings
 

@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from brain import embed_endpoints
+from brain.embedding import endpoints as embed_endpoints
 from brain.generations.live import Gate, SwitchableEmbedder, TrackedStore
 from brain.generations.service import ModelSwitch, SwitchConfig, SwitchDeps
 from brain.generations.state import (

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from brain.generations.state import DirtyLog
-from brain.store_meta import META_ID
+from brain.store.meta import META_ID
 from brain.vector_store import Filter, Hit, Point, SparseVector, scroll_all
 
 _local = threading.local()

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brain import recall_key
-from brain.embedder import Embedder, embed_passages
+from brain.embedding.registry import Embedder, embed_passages
 from brain.generations.state import DirtyLog, GenerationState, Rebuild, save
 from brain.memory.core import embed_text
 from brain.memory.hype import HYPE
-from brain.store_meta import META_ID
+from brain.store import recall_key
+from brain.store.meta import META_ID
 from brain.vector_store import Point, VectorStore
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def dense_text(payload: dict[str, Any]) -> str | None:
 @dataclass
 class Reembedder:
     """Embeds points again with one model and stamps it on them (and the recall key that
-    names it: brain/recall_key.py)."""
+    names it: brain/store/recall_key.py)."""
 
     embedder: Embedder
     model: str

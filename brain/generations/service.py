@@ -23,13 +23,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from brain import integrity
-from brain.embedder import Embedder
+from brain.embedding.registry import Embedder
 from brain.errors import ActionInProgress, Conflict, InvalidArgument
 from brain.generations import state as st
 from brain.generations.live import Gate, SwitchableEmbedder, TrackedStore
 from brain.generations.rebuild import Pace, Rebuilder, Reembedder, dense_text, take_over
-from brain.store_meta import META_ID, StoreMeta
+from brain.store import integrity
+from brain.store.meta import META_ID, StoreMeta
 from brain.vector_store import Filter, Match, Point, VectorStore
 
 log = logging.getLogger(__name__)

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from brain import integrity
-from brain.embed_remote import RemoteEndpoint
-from brain.embedder import Embedder, build_embedder, resolve_record
+from brain.embedding.registry import Embedder, build_embedder, resolve_record
+from brain.embedding.remote import RemoteEndpoint
 from brain.generations.live import Gate, SwitchableEmbedder
 from brain.generations.rebuild import IDLE_BATCH
 from brain.generations.service import ModelSwitch, SwitchConfig, SwitchDeps
 from brain.generations.state import Target
-from brain.store_meta import StoreMeta
+from brain.store import integrity
+from brain.store.meta import StoreMeta
 from brain.vector_store import VectorStore, build_store
 from config import EmbeddingSettings, QdrantSettings
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from brain.bm25 import BM25Encoder
+from brain.embedding.bm25 import BM25Encoder
 from brain.health.scan import VECTOR_KINDS, bm25_text
 from brain.vector_store import SPARSE, Filter, HasVector, MatchAny, VectorStore
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain import tenancy
-from brain.identity import Identity
+from brain.trust import tenancy
+from brain.trust.identity import Identity
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
   and from the graph cache;
 - notes missing from the graph cache: added with their links; graph nodes without a note
   (a scan over everyone only) are removed;
-- stale recall keys: each written again from its payload (brain/recall_key.py);
+- stale recall keys: each written again from its payload (brain/store/recall_key.py);
 - points missing their BM25 vector: encoded again from their text (the BM25 backfill);
 - points missing their dense vector, or stamped with another model: embedded again with the
   active model, when the embedder is that model (else reported, never mixed).
@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brain.bm25 import BM25Encoder
-from brain.graph import LinkGraph
+from brain.embedding.bm25 import BM25Encoder
 from brain.health.scan import ScanResult, bm25_text
-from brain.integrity import GuardedStore
 from brain.memory.core import keyword_text
+from brain.memory.graph import LinkGraph
 from brain.notes import point_id
+from brain.store.integrity import GuardedStore
 from brain.vector_store import Point, VectorStore
 
 BATCH = 64

@@ -19,7 +19,7 @@ Findings, each reported as a count and a sample of ids (never content):
   vector although their text has indexable words;
 - ``missing_fields``: payloads without a field their kind requires;
 - ``stale_recall_keys``: points whose ``recall_key`` is not the one their payload gives
-  (brain/recall_key.py), checked once the store trusts its keys: an older version's write
+  (brain/store/recall_key.py), checked once the store trusts its keys: an older version's write
   leaves a key as it was, and a search trusts it.
 
 The orphan kinds are what GC deletes (gc.py); links, graph and vectors are what repair fixes
@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain import recall_key
-from brain.bm25 import BM25Encoder
+from brain.embedding.bm25 import BM25Encoder
 from brain.memory.core import keyword_text
 from brain.notes import REQUIRED_FIELDS, point_id
+from brain.store import recall_key
 from brain.vector_store import (
     DENSE,
     SPARSE,
@@ -80,7 +80,7 @@ class Records:
     # reset (the next sync compares every file) or a first sync runs: a file point missing
     # from an unfinished list is not an orphan, or GC would delete what the next sync keeps.
     states_complete: Callable[[str], bool] = lambda sid: True
-    # Whether searches trust the recall keys (brain/recall_key.py: every note was keyed for
+    # Whether searches trust the recall keys (brain/store/recall_key.py: every note was keyed for
     # this generation). Only then is a key that its payload does not give a finding: a store
     # still being keyed has notes without one by design.
     keys_trusted: bool = False

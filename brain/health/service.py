@@ -1,6 +1,6 @@
 """HealthService: stats, integrity scan, duplicates, hot files, GC and repair, per caller.
 
-Every report covers what the caller may see (brain/tenancy.py), optionally one project; a
+Every report covers what the caller may see (brain/trust/tenancy.py), optionally one project; a
 scan ``everyone=True`` (the CLI and the scheduled GC: the process's own work) covers the
 whole store. GC and repair are destructive and dry runs by default.
 
@@ -19,17 +19,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from brain import tenancy
-from brain.bm25 import BM25Encoder
+from brain.embedding.bm25 import BM25Encoder
 from brain.errors import ActionInProgress, InvalidArgument
-from brain.graph import LinkGraph
 from brain.health import collection
 from brain.health import gc as gc_mod
 from brain.health.duplicates import duplicates as find_duplicates
 from brain.health.hot_files import HotFiles
 from brain.health.repair import Embedders, repair
 from brain.health.scan import Records, ScanResult, scan
-from brain.identity import Identity
+from brain.memory.graph import LinkGraph
+from brain.trust import tenancy
+from brain.trust.identity import Identity
 from brain.vector_store import Filter, Match, MatchAny, VectorStore
 from brain.vector_store.base import QUANTIZATION_MODES
 

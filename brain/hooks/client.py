@@ -118,7 +118,7 @@ class state:  # noqa: N801 - used as a function: ``with state(home) as st``
 
 def _redacted(value: Any) -> Any:
     """Every string in a spooled call, through the brain's redaction: the spool is at rest."""
-    from brain.redact import redact  # stdlib-only module; imported only when spooling
+    from brain.trust.redact import redact  # stdlib-only module; imported only when spooling
 
     if isinstance(value, str):
         return redact(value).text
@@ -220,7 +220,7 @@ class Owner:
                 "name": name,
                 "args": args,
                 "caller": self.caller,
-                "transport": "local",  # a hook is a local process: brain/paths.py's local policy
+                "transport": "local",  # a hook is a local process: brain/trust/paths.py's local policy
                 "request_id": os.urandom(16).hex(),
                 "retry": False,
             }

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 MAX_TRANSCRIPT = 4 * 1024 * 1024  # read at most the last 4 MB of a transcript
 # close_session's transcript_excerpt: the newest turns, within the server's cap
-# (brain.limits.MAX_EXCERPT_CHARS = 8,000; not imported: brain.limits loads re and pathspec).
+# (brain.trust.limits.MAX_EXCERPT_CHARS = 8,000; not imported: brain.trust.limits loads re and pathspec).
 EXCERPT_CHARS = 6000
 _EXCERPT_CUTS = {"User": 1500, "Assistant": 1500, "$": 300, "Failed": 600}
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "patch"})

@@ -1,6 +1,6 @@
 """Access stamps of notes (access_count, last_accessed, salience), which decay reads.
 
-An access boosts the note's salience as of the access (brain/salience.py: it decays on
+An access boosts the note's salience as of the access (brain/memory/salience.py: it decays on
 read) and restarts its decay from there (``salience_ts``); the filter key follows.
 
 Stamps are coalesced in memory and written by :meth:`AccessStamps.flush` (by every reader
@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from brain import salience
+from brain.memory import salience
 from brain.notes import point_id
 from brain.vector_store import VectorStore
 

@@ -16,19 +16,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from brain import salience, tenancy
-from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
-from brain.embedder import Embedder, embed_passages
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.registry import Embedder, embed_passages
 from brain.errors import InvalidArgument, NoteNotFound
-from brain.graph import LinkGraph
-from brain.identity import Identity
-from brain.limits import MAX_LABEL_CHARS, check_text
+from brain.memory import salience
 from brain.memory.access import AccessStamps
+from brain.memory.graph import LinkGraph
 from brain.notes import ZK_ID_RE, normalise_zk_id, point_id, public_note
-from brain.rerank import AnyReranker
-from brain.search_policy import SearchPolicy
-from brain.store_meta import StoreMeta
+from brain.search.policy import SearchPolicy
+from brain.search.rerank import AnyReranker
+from brain.store.meta import StoreMeta
+from brain.trust import tenancy
+from brain.trust.identity import Identity
+from brain.trust.limits import MAX_LABEL_CHARS, check_text
 from brain.vector_store import Filter, Match, VectorStore
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,7 @@ class NoteCore:
         return tenancy.visible(payload, self.identity)
 
     def _tenancy(self) -> tuple[Any, ...]:
-        """Conditions that keep the caller to what it may see (brain/tenancy.py)."""
+        """Conditions that keep the caller to what it may see (brain/trust/tenancy.py)."""
         return tenancy.conditions(self.identity)
 
     def _emit(self, event: str, payload: dict[str, Any]) -> None:
@@ -253,14 +254,14 @@ class NoteCore:
         return dense.tolist(), self.bm25.document(keyword_text(payload))
 
     def half_life_s(self) -> float:
-        """The salience half-life the store's keys are computed with (brain/salience.py):
+        """The salience half-life the store's keys are computed with (brain/memory/salience.py):
         the recorded one, else the configured one (a store not yet keyed by the decay
         worker)."""
         recorded = self.meta.salience_half_life_days
         return (recorded or self.cfg.half_life_days) * salience.DAY
 
     def salience_of(self, payload: dict[str, Any]) -> float:
-        """The note's salience now (it decays on read; brain/salience.py)."""
+        """The note's salience now (it decays on read; brain/memory/salience.py)."""
         return salience.salience_now(payload, self.clock.now().timestamp(), self.half_life_s())
 
     def keyed(self, payload: dict[str, Any]) -> dict[str, Any]:

@@ -8,9 +8,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from brain import recall_key, salience, tenancy
 from brain.errors import InvalidArgument
-from brain.limits import (
+from brain.memory import salience
+from brain.memory.core import NOTE_FILTER, NoteCore, require_enum
+from brain.notes import CONTEXTUAL_KINDS, NOTE_KINDS
+from brain.store import recall_key
+from brain.trust import tenancy
+from brain.trust.limits import (
     MAX_AGE_DAYS,
     MAX_FILTER_VALUES,
     MAX_FILTERS,
@@ -19,8 +23,6 @@ from brain.limits import (
     check_number,
     check_tags,
 )
-from brain.memory.core import NOTE_FILTER, NoteCore, require_enum
-from brain.notes import CONTEXTUAL_KINDS, NOTE_KINDS
 from brain.vector_store import Filter, Match, MatchAny, Range
 
 
@@ -75,7 +77,7 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
         (must_not if negated else must).append(cond)
     if rf.fingerprint_match and recall_key.complete(m.meta.data):
         # Kind, state, model, tenancy and session records in one indexed condition: each
-        # condition is a check at every node of the HNSW walk (brain/recall_key.py).
+        # condition is a check at every node of the HNSW walk (brain/store/recall_key.py).
         ident = m.identity
         key = recall_key.condition(ident.user_id, ident.agent_id, m.meta.model, types,
                                    contextual=contextual, siblings=rf.include_siblings)
@@ -97,7 +99,7 @@ def _unkeyed(m: NoteCore, rf: RecallFilter, types: tuple[str, ...], contextual: 
 
 def salience_condition(m: NoteCore, floor: float) -> Filter:
     """Notes whose salience now (it decays on read) is at least ``floor``: an exact, indexed
-    range on their time-invariant ``salience_key`` (brain/salience.py)."""
+    range on their time-invariant ``salience_key`` (brain/memory/salience.py)."""
     now_ts = m.clock.now().timestamp()
     keyed = Range("salience_key", gte=salience.key_floor(floor, now_ts, m.half_life_s()))
     if m.meta.salience_half_life_days is not None:

@@ -90,7 +90,7 @@ def parent_hits(
 ) -> list[Hit]:
     """The notes passing ``flt`` whose questions are among the ``limit`` nearest to
     ``qvec``; each scored max(its own cosine, its best question's cosine). ``owner``: the
-    caller's tenancy conditions (brain/tenancy.py), narrowing the questions searched; the
+    caller's tenancy conditions (brain/trust/tenancy.py), narrowing the questions searched; the
     notes themselves then pass the search's whole filter."""
     pre: list[Any] = [Match("kind", HYPE), *owner, Match("embed_model", model)]
     project = _project(flt)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from brain import tenancy
 from brain.errors import Conflict, InvalidArgument
 from brain.memory import hype
 from brain.memory.core import NoteCore
 from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id
+from brain.trust import tenancy
 from brain.vector_store import Filter, Match
 
-# The fields the salience filter key is computed from (brain/salience.py).
+# The fields the salience filter key is computed from (brain/memory/salience.py).
 _SALIENCE_INPUTS = frozenset({"salience", "salience_ts", "pinned", "created_ts",
                               "last_accessed_ts"})
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from brain import tenancy
-from brain.embed_credential import query_vector as query_vector_of
+from brain.embedding.credential import query_vector as query_vector_of
 from brain.errors import InvalidArgument
-from brain.limits import MAX_QUERY_CHARS
 from brain.memory import hype
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
 from brain.memory.filters import RecallFilter, build_filter
 from brain.notes import point_id
-from brain.retrieval import Candidate, leg_fields, matched_by
-from brain.search_policy import rank
+from brain.search.fusion import Candidate, leg_fields, matched_by
+from brain.search.policy import rank
+from brain.trust import tenancy
+from brain.trust.limits import MAX_QUERY_CHARS
 from brain.vector_store import Filter, Match, scroll_all
 
 

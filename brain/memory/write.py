@@ -9,10 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from brain import tenancy
-from brain.enrich import enrich
 from brain.errors import Conflict, InvalidArgument
-from brain.limits import check_tags
 from brain.memory import hype
 from brain.memory.core import (
     NOTE_FILTER,
@@ -23,9 +20,12 @@ from brain.memory.core import (
     require_enum,
     require_text,
 )
+from brain.memory.enrich import enrich
 from brain.notes import NOTE_KINDS, RELATIONS, new_zk_id, point_id
-from brain.redact import redact, redact_tags, redact_tree
-from brain.retrieval import looks_like_code
+from brain.search.fusion import looks_like_code
+from brain.trust import tenancy
+from brain.trust.limits import check_tags
+from brain.trust.redact import redact, redact_tags, redact_tree
 from brain.vector_store import Match, Point
 
 

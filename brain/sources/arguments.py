@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from brain.errors import InvalidArgument
-from brain.limits import MAX_LABEL_CHARS
 from brain.sources.registry import TRIGGERS
+from brain.trust.limits import MAX_LABEL_CHARS
 
 MIN_INTERVAL_S = 10.0
 

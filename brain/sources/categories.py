@@ -7,7 +7,7 @@ category only when their frontmatter carries ``id`` or ``name``; otherwise they 
 
 Package manifests (package.json, plugin.json, manifest.json, pyproject.toml, Cargo.toml)
 carry a usability flag (:func:`manifest_fields`): usable when their content declares a
-recognized package shape. (The agent-core owner marker is brain/tenancy.py's.)
+recognized package shape. (The agent-core owner marker is brain/trust/tenancy.py's.)
 """
 
 from __future__ import annotations

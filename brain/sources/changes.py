@@ -14,8 +14,6 @@ Everything else is read, redacted, chunked and handed to the writer for its vect
 
 from __future__ import annotations
 
-from brain import tenancy
-from brain.redact import redact
 from brain.sources.categories import categorize, manifest_fields
 from brain.sources.filters import holds_credentials
 from brain.sources.points import (
@@ -36,6 +34,8 @@ from brain.sources.walker import (
     read_text_capped,
 )
 from brain.sources.writer import Writer
+from brain.trust import tenancy
+from brain.trust.redact import redact
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
 
 _GROUP = 64  # files whose old state is looked up at once

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pathspec
 
-from brain.secret_patterns import VERSION as REDACTION_VERSION
+from brain.trust.secret_patterns import VERSION as REDACTION_VERSION
 
 # 2: *.env, service-account JSON and more secret excludes; what a source stores is redacted.
 FILTER_VERSION = 2

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brain import tenancy
 from brain.clock import Clock, iso
 from brain.errors import (
     BrainError,
@@ -47,7 +46,6 @@ from brain.errors import (
     PathExcluded,
     PathOutsideSource,
 )
-from brain.redact import redact
 from brain.sources.filters import (
     SourceFilter,
     file_holds_credentials,
@@ -67,6 +65,8 @@ from brain.sources.walker import (
     size_cap,
     target_rel,
 )
+from brain.trust import tenancy
+from brain.trust.redact import redact
 from brain.vector_store import Filter, Match, Point
 
 MAX_PATH_CHARS = 4096

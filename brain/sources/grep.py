@@ -28,9 +28,9 @@ import pathspec
 import regex
 
 from brain.errors import InvalidArgument
-from brain.redact import multiline_secret_lines, redact
 from brain.sources.filters import SourceFilter, file_holds_credentials
 from brain.sources.walker import is_binary, target_rel, walk_source
+from brain.trust.redact import multiline_secret_lines, redact
 
 ENGINES = ("rg", "git-grep", "grep", "python")
 MAX_SNIPPET = 300

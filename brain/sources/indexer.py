@@ -31,9 +31,9 @@ import re
 import time
 from collections.abc import Callable, Iterable
 
-from brain.bm25 import BM25Encoder
-from brain.chunker import chunk_text_ex
-from brain.embedder import Embedder
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.registry import Embedder
+from brain.sources.chunker import chunk_text_ex
 from brain.sources.points import (
     HEAD_CHARS,
     NAMESPACE,

@@ -11,12 +11,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain import tenancy
-from brain.bm25 import BM25Encoder
-from brain.retrieval import looks_like_code
+from brain.embedding.bm25 import BM25Encoder
+from brain.search.fusion import looks_like_code
 from brain.sources.categories import manifest_fields, parse_frontmatter
 from brain.sources.registry import FileState, SourceRecord
 from brain.sources.walker import MAX_INDEXED_CHARS, FileEntry
+from brain.trust import tenancy
 from brain.vector_store import Point
 
 NAMESPACE = uuid.UUID("2d8f6a0e-5b1c-4f7e-9a33-6c0b1e7d4f25")

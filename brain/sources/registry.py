@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brain import tenancy
-from brain.identity import Identity
+from brain.trust import tenancy
+from brain.trust.identity import Identity
 
 # A source belongs to one (user, agent) and is shared within the user or private to the
-# agent (brain/tenancy.py). Names are unique per owner, not globally: a global name would
+# agent (brain/trust/tenancy.py). Names are unique per owner, not globally: a global name would
 # tell one user that another's source exists.
 _SOURCES = """
 CREATE TABLE IF NOT EXISTS {table} (

@@ -20,7 +20,6 @@ import json
 import os
 from typing import Any
 
-from brain import tenancy
 from brain.clock import iso
 from brain.errors import (
     BaselineMissing,
@@ -30,11 +29,12 @@ from brain.errors import (
     DestinationOccupied,
     InvalidArgument,
 )
-from brain.redact import redact
 from brain.sources.fsio import FsService, Located, decode, index_hash
 from brain.sources.journal import APPROVED, PENDING, REVERTED, Change
 from brain.sources.points import file_point_id
 from brain.sources.walker import open_beneath, size_cap
+from brain.trust import tenancy
+from brain.trust.redact import redact
 
 STATUSES = ("pending", "approved", "reverted", "all")
 

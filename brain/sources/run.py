@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from brain.bm25 import BM25Encoder
+from brain.embedding.bm25 import BM25Encoder
 from brain.sources.filters import SourceFilter
 from brain.sources.points import Piece
 from brain.sources.registry import FileState, Registry, SourceRecord

@@ -18,8 +18,7 @@ from typing import Any
 
 from brain.clock import Clock, iso
 from brain.errors import Forbidden
-from brain.paths import LOCAL, PathPolicy
-from brain.search_policy import SearchPolicy
+from brain.search.policy import SearchPolicy
 from brain.sources import auto
 from brain.sources.arguments import parse_ts
 from brain.sources.filters import SourceFilter
@@ -27,6 +26,7 @@ from brain.sources.indexer import SOURCE_KINDS, Indexer
 from brain.sources.queue import Job, SyncQueue
 from brain.sources.registry import Registry, SourceRecord
 from brain.sources.watcher import SourceWatcher, Watched
+from brain.trust.paths import LOCAL, PathPolicy
 from brain.vector_store import Filter, Match, MatchAny, VectorStore
 
 log = logging.getLogger(__name__)

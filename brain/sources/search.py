@@ -1,7 +1,7 @@
 """fs_search: three ways to search the files of sources.
 
 - ``semantic``: hybrid dense + BM25 over chunk and file points, ranked by the one search
-  policy (brain/search_policy.py, the same as search_memory and search_files), one row per
+  policy (brain/search/policy.py, the same as search_memory and search_files), one row per
   file: its best chunk. A scope of at most ``exact_max_points`` points is searched exactly
   instead of through the HNSW index.
 - ``filter``: metadata (category, tags, path glob, date ranges) plus an optional keyword
@@ -20,17 +20,17 @@ from typing import Any
 
 import pathspec
 
-from brain import tenancy
-from brain.bm25 import BM25Encoder
-from brain.embed_credential import query_vector
-from brain.embedder import Embedder
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.credential import query_vector
+from brain.embedding.registry import Embedder
 from brain.errors import InvalidArgument
-from brain.identity import Identity
-from brain.retrieval import matched_by
-from brain.search_policy import SearchPolicy, rank
+from brain.search.fusion import matched_by
+from brain.search.policy import SearchPolicy, rank
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import grep
 from brain.sources.registry import Registry, SourceRecord
+from brain.trust import tenancy
+from brain.trust.identity import Identity
 from brain.vector_store import Filter, Match, MatchAny, Range, VectorStore, scroll_all
 
 MODES = ("semantic", "filter", "grep")

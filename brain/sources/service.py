@@ -15,16 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from brain import tenancy
-from brain.bm25 import BM25Encoder
 from brain.clock import Clock, iso
-from brain.embed_credential import search_warnings
-from brain.embedder import Embedder
+from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.credential import search_warnings
+from brain.embedding.registry import Embedder
 from brain.errors import Conflict, Forbidden, InvalidArgument, PathOutsideSource, SourceNotFound
-from brain.identity import Identity
-from brain.limits import MAX_QUERY_CHARS, check_glob, check_patterns, check_tags, too_large
-from brain.paths import SETTING_HINT, PathPolicy, real_path
-from brain.presentation import search_page
+from brain.search.presentation import search_page
 from brain.sources import search as fs
 from brain.sources import upkeep
 from brain.sources.arguments import check_fields, guard_home, parse_ts, rel_or_none
@@ -35,6 +31,10 @@ from brain.sources.registry import Registry, SourceRecord, new_source_id
 from brain.sources.scheduler import SourcesConfig, SyncScheduler
 from brain.sources.walker import resolve_in_source
 from brain.sources.watcher import SourceWatcher, Watched
+from brain.trust import tenancy
+from brain.trust.identity import Identity
+from brain.trust.limits import MAX_QUERY_CHARS, check_glob, check_patterns, check_tags, too_large
+from brain.trust.paths import SETTING_HINT, PathPolicy, real_path
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
 DEFAULT_LIMIT = 10  # fs_search rows without a limit
@@ -430,7 +430,7 @@ class SourcesService:
         case_insensitive: bool = False,
     ) -> dict[str, Any]:
         """``limit`` None: up to 10 rows, and a clear single semantic answer alone (the
-        relevance band, brain/presentation.py); given: that many rows."""
+        relevance band, brain/search/presentation.py); given: that many rows."""
         explicit, limit = limit is not None, DEFAULT_LIMIT if limit is None else limit
         if search_mode not in fs.MODES:
             raise InvalidArgument(f"search_mode must be one of {list(fs.MODES)}.")

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brain import tenancy
-from brain.identity import Identity
 from brain.sources.indexer import SOURCE_KINDS, Indexer
 from brain.sources.queue import SyncQueue
 from brain.sources.registry import Registry, SourceRecord
 from brain.sources.walker import read_text_capped, resolve_in_source
+from brain.trust import tenancy
+from brain.trust.identity import Identity
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from brain.errors import PathOutsideSource
-from brain.paths import SpecialFs, inside, real_path, special_filesystems
 from brain.sources.filters import SourceFilter
+from brain.trust.paths import SpecialFs, inside, real_path, special_filesystems
 
 MAX_SCAN_FILES = 200_000
 MAX_FILE_BYTES = 5 * 1024 * 1024

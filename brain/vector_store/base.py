@@ -29,7 +29,7 @@ FLOAT_FIELDS = (
     "created_ts", "updated_ts", "last_accessed_ts", "salience", "salience_key", "forgotten_ts",
 )
 # is_code: a search counts the share of code among its candidates through this index
-# (brain/retrieval.py, stored_code_share) instead of reading every hit's payload.
+# (brain/search/fusion.py, stored_code_share) instead of reading every hit's payload.
 BOOL_FIELDS = ("pinned", "forgotten", "is_code")
 
 # Dense vector quantization, chosen per store at creation (``[index] quantization``) and

@@ -25,7 +25,7 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import quote
 
-from brain.embed_http import get_json
+from brain.http_json import get_json
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import anyio
 import pytest
 from fastmcp.exceptions import ToolError
 
-from brain.bm25 import BM25Encoder, split_identifiers
-from brain.chunker import chunk_text
+from brain.embedding.bm25 import BM25Encoder, split_identifiers
 from brain.errors import InvalidArgument
+from brain.sources.chunker import chunk_text
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import grep
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from brain import paths
 from brain.app import Brain
 from brain.errors import Forbidden, InvalidArgument, PathOutsideSource
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import available_engines, grep
+from brain.trust import paths
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
 
 SECRET = "zebracornish outside secret"  # the text of every file outside the source
@@ -454,7 +454,7 @@ async def test_http_proxy_to_a_stdio_owner_gets_the_http_policy(tmp_path: Path) 
     from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
     from fastmcp.exceptions import ToolError
 
-    from brain import owner as own
+    from brain.process import owner as own
     from tests import test_http as th
 
     user, home = tmp_path / "user", tmp_path / "brainhome"

@@ -406,7 +406,7 @@ def fresh_logging() -> Any:
 def test_log_lines_and_tracebacks_are_redacted(home: Path, fresh_logging: Any) -> None:
     import logging
 
-    from brain.logs import setup_logging
+    from brain.process.logs import setup_logging
 
     setup_logging(home)
     log = logging.getLogger("brain.test")
@@ -424,8 +424,8 @@ def test_log_lines_and_tracebacks_are_redacted(home: Path, fresh_logging: Any) -
 
 def test_existing_data_dir_is_fixed_on_open(home: Path, fresh_logging: Any) -> None:
     """A data dir made by an older version (0755 dir, 0644 files) is made private on open."""
-    from brain.logs import setup_logging
     from brain.private import secure_home
+    from brain.process.logs import setup_logging
 
     (home / "files").mkdir(parents=True)
     os.chmod(home, 0o755)

@@ -197,7 +197,7 @@ def test_snapshot_restore_round_trip_brings_back_every_note(settings: Settings) 
 
 
 def test_snapshots_keep_the_last_n(settings: Settings) -> None:
-    from brain import snapshots
+    from brain.store import snapshots
 
     settings.storage.snapshots_keep = 2
     b = _open(settings)
@@ -212,7 +212,7 @@ def test_snapshots_keep_the_last_n(settings: Settings) -> None:
 
 
 def test_snapshot_worker_takes_one_when_something_changed(settings: Settings) -> None:
-    from brain.snapshots import list_snapshots
+    from brain.store.snapshots import list_snapshots
 
     b = _open(settings)
     try:
@@ -354,7 +354,7 @@ def test_bad_config_start_is_one_line_exit_2(cmd: str, home: Path) -> None:
 async def test_takeover_of_a_damaged_store_answers_store_damaged(settings: Settings) -> None:
     """A proxy that takes over from a dead owner and finds the store damaged answers every
     call with the reason at once (not a 30 s wait for an owner that will never come)."""
-    from brain import owner as own
+    from brain.process import owner as own
 
     _build(settings, 6)
     home = settings.home

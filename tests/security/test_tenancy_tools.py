@@ -30,7 +30,7 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 
 from brain.app import Brain
 from brain.errors import FileNotFound, SourceNotFound
-from brain.identity import Identity, acting_as
+from brain.trust.identity import Identity, acting_as
 from brain.vector_store import scroll_all
 from mcp_surface.profiles import current_shape
 
@@ -55,7 +55,7 @@ PRIVATE = {
     "src_private": "amksrcprivate",
 }
 # A file under a1's private agent-core/a1/ subtree of the SHARED source: the path read
-# policy (brain/tenancy.py), not the source's visibility, keeps it from the sibling.
+# policy (brain/trust/tenancy.py), not the source's visibility, keeps it from the sibling.
 CORE = {"src_core_path": "amkcorehot"}
 ALL_WORDS = " ".join([*SHARED.values(), *PRIVATE.values(), *CORE.values()])
 
@@ -556,7 +556,7 @@ def test_merging_a_private_note_makes_a_private_note(brain: Brain) -> None:
 def test_store_conditions_read_a_missing_visibility_as_shared(brain: Brain) -> None:
     """Points written before visibility existed (source chunks had only user_id) stay
     visible to their user's agents and to no other user."""
-    from brain import tenancy
+    from brain.trust import tenancy
     from brain.vector_store import Filter, Match, Point
 
     def point(n: int, **payload: str) -> Point:
@@ -581,7 +581,7 @@ def test_store_conditions_read_a_missing_visibility_as_shared(brain: Brain) -> N
 
 
 def test_no_module_but_tenancy_builds_an_owner_filter() -> None:
-    """Owner conditions come from brain/tenancy.py only: a service that matched on
+    """Owner conditions come from brain/trust/tenancy.py only: a service that matched on
     user_id, agent_id or visibility itself could drift from the one rule."""
     import ast
 

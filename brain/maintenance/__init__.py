@@ -1,0 +1,1 @@
+"""Maintenance: decay, archive, reclamation jobs and portable export/import."""

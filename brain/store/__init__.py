@@ -1,0 +1,1 @@
+"""Store bookkeeping above the vector store: store metadata, start-time integrity checks, snapshots, index maintenance and the recall key."""

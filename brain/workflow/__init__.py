@@ -1,0 +1,1 @@
+"""The coding-agent workflow: sessions and their handoffs, mistakes and their fixes."""

@@ -1,0 +1,326 @@
+"""Sessions of a coding agent: what to load at the start, what to leave at the end.
+
+``get_session_context(project)`` gathers project_context notes, the current handoff (the
+active ``open_thread`` and the ``session_summary`` written with it), recent decisions,
+mistakes and fixes, pinned notes and counts. ``get_inbox(project)`` lists fleeting notes
+waiting to be distilled, oldest first. ``open_session`` returns both in one call.
+
+``close_session`` writes the handoff in a crash-safe order: the session_summary, then the
+new active open_thread (both carrying one ``handoff_id``), a flush, and only then archives
+the older active open_threads. A crash before the flush leaves the previous open_thread
+active and the context pairs it with its own summary; a crash after it leaves two active
+threads and the context shows the newest one; the next close_session archives the rest.
+
+With a ``transcript_excerpt`` (the hooks send the session's newest turns) and a chat model
+configured, the redacted excerpt is kept in the summary's payload (``handoff_excerpt``) and
+a background ``handoff`` job (brain/agentic/handoff.py) rewrites the handoff with the model;
+close_session itself never waits on it. Without a model the excerpt is not stored.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from brain.clock import Clock, iso
+from brain.errors import InvalidArgument
+from brain.memory import MemoryService, check_project
+from brain.notes import NOTE_KINDS
+from brain.trust import tenancy
+from brain.trust.limits import MAX_EXCERPT_CHARS, too_large
+from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
+from brain.vector_store.base import Condition
+
+DAY = 86_400.0
+LIVE = ("permanent", "fleeting")
+EXCERPT_KEY = "handoff_excerpt"  # the summary's payload field holding the redacted excerpt
+
+# Test hook: called with a step name ("summary_written", "handoff_durable") during
+# close_session. Crash tests set it in a subprocess to kill the process at that point.
+after_step: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if after_step is not None:
+        after_step(name)
+
+
+def _lines(value: str | Sequence[str] | None, name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgument(f"{name} must be a list of strings", field=name)
+    return [v.strip() for v in value if v.strip()]
+
+
+def _bullets(title: str, items: list[str]) -> str:
+    body = "\n".join(f"- {i}" for i in items) if items else "- (none)"
+    return f"{title}:\n{body}"
+
+
+def summary_text(project: str, s: dict[str, Any]) -> str:
+    """The content of a session_summary note from its ``session`` fields."""
+    return "\n\n".join([
+        f"Session summary ({project}): {s['objective']}",
+        _bullets("Completed", s["completed"]),
+        _bullets("Blockers", s["blockers"]),
+        _bullets("Next steps", s["next_steps"]),
+        _bullets("Key files", s["key_files"]),
+    ])
+
+
+def thread_text(project: str, s: dict[str, Any]) -> str:
+    """The content of an open_thread note from its ``session`` fields."""
+    return "\n\n".join([
+        f"Open thread ({project}): continue '{s['objective']}'",
+        _bullets("Next steps", s["next_steps"]),
+        _bullets("Blockers", s["blockers"]),
+        _bullets("Key files", s["key_files"]),
+    ])
+
+
+class HandoffRefinement(Protocol):
+    """Who rewrites a handoff with the chat model in the background (AgenticService)."""
+
+    def refines_handoffs(self) -> bool: ...
+
+    def queue_handoff(self, zk_id: str) -> bool: ...
+
+
+class SessionService:
+    def __init__(
+        self,
+        memory: MemoryService,
+        store: VectorStore,
+        clock: Clock,
+        *,
+        refinement: Callable[[], HandoffRefinement | None] = lambda: None,
+    ) -> None:
+        self.memory = memory
+        self.store = store
+        self.clock = clock
+        self.refinement = refinement  # called only when an excerpt comes with a handoff
+
+    def _tenancy(self) -> tuple[Filter | Match, ...]:
+        """Only the caller's notes: its user's, without sibling agents' private ones."""
+        return tenancy.conditions(self.memory.identity)
+
+    def _notes(
+        self,
+        project: str,
+        kinds: Sequence[str],
+        *,
+        types: Sequence[str] = LIVE,
+        pinned: bool = False,
+        **match: str | int | bool,
+    ) -> list[dict[str, Any]]:
+        """Live notes of a project and kinds, newest first."""
+        must: list[Condition | Filter] = [
+            Match("kind", "note"),
+            Match("project", project),
+            MatchAny("memory_type", tuple(types)),
+        ]
+        if kinds:
+            must.append(MatchAny("note_kind", tuple(kinds)))
+        must += [Match(k, v) for k, v in match.items()]
+        must += self._tenancy()
+        # forgotten / pinned are checked here, not in the filter: boolean matches are not
+        # reliable on every backend (qdrant-edge-py 0.9 turns True into 1).
+        flt = Filter(must=tuple(must))
+        notes = [
+            p.payload
+            for p in scroll_all(self.store, flt)
+            if not p.payload.get("forgotten") and (not pinned or p.payload.get("pinned"))
+        ]
+        notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]), reverse=True)
+        return notes
+
+    # ------------------------------------------------------------------ reads
+    def active_threads(self, project: str) -> list[dict[str, Any]]:
+        return self._notes(project, ("open_thread",), thread_state="active")
+
+    def get_session_context(self, project: str, limit: int = 5) -> dict[str, Any]:
+        project = check_project(project)
+        threads = self.active_threads(project)
+        thread = threads[0] if threads else None
+        summaries = self._notes(project, ("session_summary",))
+        summary = summaries[0] if summaries else None
+        if thread is not None:
+            # The summary written with the active thread; a summary whose thread never got
+            # written (a crash mid-close) is not the current handoff.
+            paired = [s for s in summaries if s.get("handoff_id") == thread.get("handoff_id")]
+            summary = paired[0] if paired else summary
+        counts = {k: 0 for k in NOTE_KINDS}
+        for p in self._notes(project, ()):
+            counts[p["note_kind"]] = counts.get(p["note_kind"], 0) + 1
+        pinned = self._notes(project, (), pinned=True)
+        inbox_count = len(self._notes(project, (), types=("fleeting",)))
+        return {
+            "project": project,
+            "project_context": [self.memory.public(p) for p in self._notes(project, ("project_context",))],
+            "latest_session_summary": _handoff_note(self.memory, summary) if summary else None,
+            "open_thread": _handoff_note(self.memory, thread) if thread else None,
+            "other_active_threads": [t["zk_id"] for t in threads[1:]],
+            "recent_decisions": [
+                self.memory.public(p) for p in self._notes(project, ("decision",))[:limit]
+            ],
+            "recent_mistakes": [self.memory.public(p) for p in self._notes(project, ("mistake",))[:limit]],
+            "recent_fixes": [self.memory.public(p) for p in self._notes(project, ("fix",))[:limit]],
+            "pinned": [self.memory.public(p) for p in pinned],
+            "counts": {
+                "by_note_kind": {k: v for k, v in counts.items() if v},
+                "notes": sum(counts.values()),
+                "inbox": inbox_count,
+            },
+        }
+
+    def get_inbox(self, project: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """Fleeting notes to distill, oldest first, with their age in days."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
+            raise InvalidArgument("limit must be 1..500", field="limit")
+        must: list[Condition | Filter] = [Match("kind", "note"), Match("memory_type", "fleeting"),
+                           *self._tenancy()]
+        if project is not None:
+            must.append(Match("project", check_project(project)))
+        flt = Filter(must=tuple(must))
+        notes = [
+            p.payload for p in scroll_all(self.store, flt) if not p.payload.get("forgotten")
+        ]
+        notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]))
+        now_ts = self.clock.now().timestamp()
+        items = [
+            self.memory.public(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts)) / DAY, 3))
+            for p in notes[:limit]
+        ]
+        return {
+            "project": project,
+            "notes": items,
+            "count": len(notes),
+            "truncated": len(notes) > limit,
+        }
+
+    def open_session(self, project: str) -> dict[str, Any]:
+        self.memory.begin_session(project)  # [memory] session_context: notes chain from here
+        return {"context": self.get_session_context(project), "inbox": self.get_inbox(project)}
+
+    # ------------------------------------------------------------------ handoff
+    def _clean(self, items: list[str], name: str, kinds: set[str]) -> list[str]:
+        """Each item through the write path's redaction: the structured copy kept in the
+        payload must not hold what the note's content had redacted."""
+        out = []
+        for item in items:
+            text, found = self.memory.prepare_content(item, name)
+            kinds.update(found)
+            out.append(text)
+        return out
+
+    def close_session(
+        self,
+        project: str,
+        objective: str,
+        completed: str | Sequence[str] | None = None,
+        blockers: str | Sequence[str] | None = None,
+        next_steps: str | Sequence[str] | None = None,
+        key_files: str | Sequence[str] | None = None,
+        transcript_excerpt: str | None = None,
+    ) -> dict[str, Any]:
+        project = check_project(project)
+        if not isinstance(objective, str) or not objective.strip():
+            raise InvalidArgument(
+                "objective is empty: say what this session set out to do", field="objective"
+            )
+        excerpt = _excerpt(transcript_excerpt)
+        refiner = self.refinement() if excerpt else None
+        if refiner is not None and not refiner.refines_handoffs():
+            refiner = None  # no model: the excerpt is not kept
+        kinds: set[str] = set()
+        objective = self._clean([objective.strip()], "objective", kinds)[0]
+        done = self._clean(_lines(completed, "completed"), "completed", kinds)
+        blocked = self._clean(_lines(blockers, "blockers"), "blockers", kinds)
+        nxt = self._clean(_lines(next_steps, "next_steps"), "next_steps", kinds)
+        files = self._clean(_lines(key_files, "key_files"), "key_files", kinds)
+        previous = [t["zk_id"] for t in self.active_threads(project)]
+        handoff_id = secrets.token_hex(6)
+        now = iso(self.clock.now())
+        session: dict[str, Any] = {
+            "objective": objective.strip(),
+            "completed": done,
+            "blockers": blocked,
+            "next_steps": nxt,
+            "key_files": files,
+            "closed_at": now,
+        }
+        extra: dict[str, Any] = {"handoff_id": handoff_id, "session": session}
+        if refiner is not None and excerpt:
+            # Redacted like the note: only the redacted text is ever at rest or sent out.
+            kept = self._clean([excerpt], "transcript_excerpt", kinds)[0]
+            extra[EXCERPT_KEY] = kept[-MAX_EXCERPT_CHARS:]
+            session = {**session, "refined": False}
+            extra["session"] = session
+        summary = self.memory.add(
+            summary_text(project, session),
+            project,
+            "permanent",
+            "session_summary",
+            tags=["session"],
+            extra=extra,
+            autolink=False,
+            soft_cites=files,  # the key files it names: cited when they are in a source
+        )
+        _step("summary_written")
+        links = [(summary.note["zk_id"], "extends")]
+        thread = self.memory.add(
+            thread_text(project, session),
+            project,
+            "permanent",
+            "open_thread",
+            tags=["handoff"],
+            extra={"handoff_id": handoff_id, "thread_state": "active", "session": session},
+            links=links,
+            autolink=False,
+        )
+        self.store.flush()
+        _step("handoff_durable")
+        refining = refiner is not None and refiner.queue_handoff(summary.note["zk_id"])
+        archived = []
+        for zk in previous:
+            self.memory.set_state(zk, thread_state="superseded", superseded_by=thread.note["zk_id"])
+            self.memory.archive(zk)
+            archived.append(zk)
+        if archived:
+            self.store.flush()
+        redacted = sorted(kinds | set(summary.redacted) | set(thread.redacted))
+        return {
+            "session_summary": summary.note,
+            "open_thread": {**thread.note, "thread_state": "active"},
+            "archived_threads": archived,
+            "handoff_id": handoff_id,
+            "redacted": redacted,
+            "refining": bool(refining),
+        }
+
+
+def _excerpt(value: str | None) -> str:
+    """The transcript excerpt, checked before anything is written: at most
+    MAX_EXCERPT_CHARS characters; blank means none."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidArgument("transcript_excerpt must be a string", field="transcript_excerpt")
+    if len(value) > MAX_EXCERPT_CHARS:
+        raise too_large("transcript_excerpt", len(value), MAX_EXCERPT_CHARS,
+                        "Send the newest part of the transcript only.")
+    return value.strip()
+
+
+def _handoff_note(memory: MemoryService, payload: dict[str, Any]) -> dict[str, Any]:
+    return memory.public(
+        payload,
+        handoff_id=payload.get("handoff_id"),
+        thread_state=payload.get("thread_state"),
+        session=payload.get("session"),
+    )
+
