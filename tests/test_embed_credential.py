@@ -20,8 +20,7 @@ from pydantic import SecretStr
 
 from brain.app import Brain
 from brain.embedding.credential import CredentialGate
-from brain.embedding.providers import build_remote
-from brain.embedding.registry import resolve_record
+from brain.embedding.registry import build_remote, resolve_record
 from brain.embedding.remote import RemoteEndpoint
 from brain.errors import EmbeddingCredentialRejected
 from config import load_settings

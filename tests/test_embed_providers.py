@@ -24,8 +24,7 @@ from pydantic import SecretStr
 from brain.app import Brain
 from brain.clock import ManualClock
 from brain.embedding.budget import TokenBudget
-from brain.embedding.providers import build_remote
-from brain.embedding.registry import HashEmbedder, resolve_record
+from brain.embedding.registry import HashEmbedder, build_remote, resolve_record
 from brain.embedding.remote import OpenAITransport, RemoteEmbedder, RemoteEndpoint
 from brain.errors import (
     ConfigError,

@@ -1,6 +1,6 @@
 """What every embedding backend shares: the model record, the prompted document/query
-encoder and unit normalisation. embedder.py (the registry and the factory) and each backend
-(onnx_embedder.py) import it, so no backend imports the factory that builds it."""
+encoder and unit normalisation. registry.py (the registry and the factory) and each backend
+(onnx.py) import it, so no backend imports the factory that builds it."""
 
 from __future__ import annotations
 

@@ -30,15 +30,18 @@ import numpy as np
 
 from brain.embedding import endpoints as embed_endpoints
 from brain.embedding.base import ModelRecord, PromptedEncoder, normalise
-from brain.embedding.providers import build_remote
 from brain.embedding.remote import (
     REMOTE_RECORDS,
+    OpenAITransport,
+    RemoteEmbedder,
     RemoteEndpoint,
+    Transport,
     qualified_id,
     remote_provider_of,
+    shown_endpoint,
     unlisted_record,
 )
-from brain.errors import ModelUnavailable, UnsupportedEmbeddingDimension
+from brain.errors import ConfigError, ModelUnavailable, UnsupportedEmbeddingDimension
 
 if TYPE_CHECKING:  # loaded on first use: importing it costs seconds
     from sentence_transformers import SentenceTransformer
@@ -357,3 +360,26 @@ def build_embedder(
         # onnx / onnx-int8 went to OnnxEmbedder above: what is left runs on torch.
         return SentenceTransformerEmbedder(record, batch_size=batch_size)
     raise ModelUnavailable(f"no provider {record.provider!r} for model {record.id}")
+
+
+def build_remote(record: ModelRecord, endpoint: RemoteEndpoint | None) -> RemoteEmbedder:
+    """The embedder of ``record`` at ``endpoint``. Without the key it needs it still builds,
+    its credential ``missing`` (brain/embedding/credential.py): the server starts and searches
+    answer from BM25 until a key is set."""
+    ep = endpoint or RemoteEndpoint()
+    if record.provider == "openai" and not ep.base_url:
+        raise ConfigError(f"model {record.id} needs BRAIN__EMBEDDING__BASE_URL (the endpoint's "
+                          "/v1 URL, e.g. http://localhost:11434/v1)")
+    if ep.needs_key and not ep.api_key.get_secret_value():
+        where = shown_endpoint(ep.base_url) or f"HF Inference ({ep.hf_provider})"
+        log.warning("embedding model %s at %s needs the credential %s and none is set: "
+                    "semantic search is off until it is", record.id, where, ep.credential)
+
+    def transport_for(e: RemoteEndpoint) -> Transport:
+        if record.provider == "openai":
+            return OpenAITransport(record, e)
+        from brain.embedding.hf import HFTransport
+
+        return HFTransport(record, e)
+
+    return RemoteEmbedder(record, transport_for(ep), ep, transport_for)

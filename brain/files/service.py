@@ -330,7 +330,7 @@ class FilesService:
         similarity the caller asks for (a passage only BM25 found has none and is dropped)."""
         check_text(query, "query", MAX_QUERY_CHARS)
         self._check_search(limit, threshold)
-        qvec = query_vector(self.embedder, query)  # None: keywords alone (embed_credential.py)
+        qvec = query_vector(self.embedder, query)  # None: keywords alone (embedding/credential.py)
         return self.search_with_vector(qvec, query, limit, file_name, threshold, project)
 
     def search_with_vector(

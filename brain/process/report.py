@@ -1,6 +1,6 @@
-"""The owner's status report (owner, clients, queue depths, store health): built by the owner
-for ``brain status`` over its socket (mcp_surface/routing.py) and by the CLI when no server
-runs (brain/cli/owner.py), so neither imports the other."""
+"""The owner's status report (owner, clients, queue depths, store health), as ``brain status``
+shows it: the owner builds it for its socket (mcp_surface/owner_endpoint.py), the CLI when no
+server runs (brain/cli/owner.py)."""
 
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ def semantic(deps: SearchDeps, scope: Scope, query: str, limit: int) -> list[dic
     if flt is None:
         return []
     exact = deps.store.count(flt) <= deps.exact_max_points
-    qvec = query_vector(deps.embedder, query)  # None: keywords alone (embed_credential.py)
+    qvec = query_vector(deps.embedder, query)  # None: keywords alone (embedding/credential.py)
     # A glob too wide to list in the store filter is checked on each row: fetch more then.
     n = limit if scope.path_glob is None or flt is not base else limit * 3
     cands = rank(deps.store, qvec, deps.bm25.query(query), flt, n, deps.policy, exact=exact,

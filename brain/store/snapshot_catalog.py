@@ -1,5 +1,6 @@
-"""Where snapshots live and which are complete: read by the start-up self-check (to name the
-newest in its recovery hint) and by the snapshot writer, so neither imports the other."""
+"""The snapshot catalogue on disk: where snapshots live (``<home>/snapshots``) and which are
+complete (their ``snapshot.json`` written last). The start-up self-check reads it to name the
+newest in its recovery hint; the snapshot writer and restore (snapshots.py) keep it."""
 
 from __future__ import annotations
 
