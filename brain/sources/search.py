@@ -26,6 +26,7 @@ from brain.embedding.registry import Embedder
 from brain.errors import InvalidArgument
 from brain.search.fusion import matched_by
 from brain.search.policy import SearchPolicy, rank
+from brain.sources import grep_rank
 from brain.sources.filters import SourceFilter
 from brain.sources.grep import grep
 from brain.sources.registry import Registry, SourceRecord
@@ -35,6 +36,10 @@ from brain.vector_store import Filter, Match, MatchAny, Range, VectorStore, scro
 
 MODES = ("semantic", "filter", "grep")
 SNIPPET = 300
+# grep hits gathered before ranking (grep_rank.py) cuts them to the caller's limit: the
+# defining file is often not among the first hits an engine reports.
+GREP_RANK_POOL = 200
+GREP_RANK_MAX = 1000
 _GLOB_PATHS_MAX = 2000
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -268,11 +273,11 @@ def grep_mode(
         fixed=fixed,
         case_insensitive=case_insensitive,
         glob=glob,
-        max_results=limit if allowed is None and not scope.folder else limit * 10,
+        max_results=min(max(limit * 10, GREP_RANK_POOL), GREP_RANK_MAX),
         timeout_s=deps.grep_timeout_s,
     )
     out = []
-    for h in res.hits:
+    for h in grep_rank.rank(res.hits, pattern, fixed=fixed, case_insensitive=case_insensitive):
         rec = by_root[str(h.root)]
         if scope.folder and scope.path_glob and not scope.glob_ok(h.path):
             continue
@@ -291,6 +296,6 @@ def grep_mode(
                 "snippet": h.text,
             }
         )
-        if len(out) >= limit:
-            break
-    return out, {"engine": res.engine, "truncated": res.truncated, "timed_out": res.timed_out}
+    cut = len(out) > limit or res.truncated
+    return out[:limit], {"engine": res.engine, "truncated": cut, "timed_out": res.timed_out,
+                         "matched": len(out), "matched_all": not res.truncated}
