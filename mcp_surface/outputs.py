@@ -45,7 +45,7 @@ PASSAGES = obj("results count")
 FS_SEARCH = obj("mode results count")
 STATS = obj("notes backend graph model index")
 
-SESSION_CONTEXT = obj("project latest_session_summary open_thread counts")
+SESSION_CONTEXT = obj("project handoff counts")
 INBOX = obj("project notes count")
 OPENED = obj("context inbox")  # get_session_context's and get_inbox's answers
 CLOSED = obj("session_summary open_thread handoff_id")

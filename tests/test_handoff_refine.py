@@ -179,9 +179,10 @@ def test_a_handoff_is_refined_in_the_background(
     assert point.dense != pytest.approx(b.memory.embed_notes([stored])[0].tolist(), abs=1e-3)
     # The open thread of the same handoff says the same; the briefing shows it.
     ctx = b.sessions.get_session_context("shop")
-    assert ctx["open_thread"]["session"]["objective"] == REFINED["objective"]
-    assert ctx["open_thread"]["session"]["refined"] is True
-    assert "Pin the qdrant-edge-py version" in ctx["open_thread"]["content"]
+    assert ctx["handoff"]["objective"] == REFINED["objective"]
+    assert ctx["handoff"]["refined"] is True
+    thread = b.memory.get_payload(ctx["handoff"]["thread_zk_id"])
+    assert "Pin the qdrant-edge-py version" in thread["content"]
     assert [j["state"] for j in _jobs(b)] == ["done"]
     assert b.agentic.status()["handoffs"] == {"refined": 1, "junk": 0, "failures": 0}
 

@@ -260,19 +260,22 @@ async def test_failure_then_fix_then_next_session_shows_both(home: Path, project
 
         run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
         ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
-        [fix] = ctx["recent_fixes"]
-        assert {"zk_id": mistake["zk_id"], "relation": "fixes"} in fix["links"]
         [mistake] = ctx["recent_mistakes"]
-        assert mistake["memory_type"] == "permanent"  # resolved: promoted to knowledge
+        [fix] = mistake["fixes"]  # the fix is listed under its mistake, and only there
+        assert ctx["recent_fixes"] == []
+        fixed = (await structured(c, "get_note", {"zk_id": fix["zk_id"]}))["note"]
+        assert {"zk_id": mistake["zk_id"], "relation": "fixes"} in fixed["links"]
+        resolved = (await structured(c, "get_note", {"zk_id": mistake["zk_id"]}))["note"]
+        assert resolved["memory_type"] == "permanent"  # resolved: promoted to knowledge
         # A second success of that shape is no new fix.
         run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
         ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
-        assert len(ctx["recent_fixes"]) == 1
+        assert len(ctx["recent_mistakes"][0]["fixes"]) == 1
 
         run_hook("session-end", payload("session_end.json", project_dir), home)
         run_hook("session-end", payload("session_end.json", project_dir), home)  # no 2nd one
         ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
-        handoff = ctx["open_thread"]["session"]
+        handoff = ctx["handoff"]
         assert handoff["objective"] == "Make the store tests pass on a fresh checkout"
         assert handoff["key_files"] == [f"{project_dir}/pyproject.toml"]
         assert (ctx["counts"]["by_note_kind"]).get("session_summary") == 1
@@ -366,9 +369,10 @@ async def test_absent_owner_spools_redacted_and_next_server_drains(
         assert "Last handoff" not in again  # briefed once
         ctx = (await structured(c, "open_session", {"project": PROJECT}))["context"]
         [mistake] = ctx["recent_mistakes"]
-        [fix] = ctx["recent_fixes"]
-        assert {"zk_id": mistake["zk_id"], "relation": "fixes"} in fix["links"]
-        assert ctx["open_thread"]["session"]["objective"].startswith("Make the store tests")
+        [fix] = mistake["fixes"]
+        fixed = (await structured(c, "get_note", {"zk_id": fix["zk_id"]}))["note"]
+        assert {"zk_id": mistake["zk_id"], "relation": "fixes"} in fixed["links"]
+        assert ctx["handoff"]["objective"].startswith("Make the store tests")
 
 
 def test_stalled_owner_hits_the_deadline(home: Path, project_dir: Path) -> None:

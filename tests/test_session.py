@@ -59,7 +59,7 @@ async def test_open_session_returns_context_and_inbox(brain: Brain, client) -> N
     assert [n["zk_id"] for n in ctx["recent_decisions"]] == [ids["decision"]]
     assert [n["zk_id"] for n in ctx["recent_mistakes"]] == [ids["mistake"]]
     assert [n["zk_id"] for n in ctx["pinned"]] == [ids["pinned"]]
-    assert ctx["open_thread"] is None and ctx["latest_session_summary"] is None
+    assert ctx["handoff"] is None
     assert ctx["counts"]["notes"] == 5 and ctx["counts"]["inbox"] == 2
     # Oldest first, with age; notes of another project never appear.
     assert [n["zk_id"] for n in inbox["notes"]] == [ids["mistake"], ids["fleeting"]]
@@ -111,14 +111,13 @@ async def test_close_session_writes_handoff_and_archives_previous(brain: Brain, 
     old = brain.memory.get_payload(first["open_thread"]["zk_id"])
     assert old["memory_type"] == "archived" and old["thread_state"] == "superseded"
     ctx = await call(client, "get_session_context", project="shop")
-    assert ctx["open_thread"]["zk_id"] == second["open_thread"]["zk_id"]
-    assert ctx["open_thread"]["session"]["next_steps"] == ["refunds"]
-    assert ctx["latest_session_summary"]["zk_id"] == second["session_summary"]["zk_id"]
+    assert ctx["handoff"]["thread_zk_id"] == second["open_thread"]["zk_id"]
+    assert ctx["handoff"]["next_steps"] == ["refunds"]
+    assert ctx["handoff"]["summary_zk_id"] == second["session_summary"]["zk_id"]
     assert ctx["other_active_threads"] == []
     # The thread links back to the summary it was written with.
-    assert {"zk_id": second["session_summary"]["zk_id"], "relation": "extends"} in ctx[
-        "open_thread"
-    ]["links"]
+    thread = (await call(client, "get_note", zk_id=ctx["handoff"]["thread_zk_id"]))["note"]
+    assert {"zk_id": second["session_summary"]["zk_id"], "relation": "extends"} in thread["links"]
 
 
 async def test_close_session_redacts_every_field(brain: Brain, client) -> None:  # noqa: ANN001
@@ -198,14 +197,16 @@ def test_killed_between_writes_keeps_previous_handoff(home: Path, step: str) -> 
         prev = b.memory.get_payload(first["open_thread"]["zk_id"])
         assert prev["memory_type"] == "permanent" and prev["thread_state"] == "active"
         ctx = b.sessions.get_session_context("shop")
-        thread, summary = ctx["open_thread"], ctx["latest_session_summary"]
+        handoff = ctx["handoff"]
+        thread = b.memory.get_payload(handoff["thread_zk_id"])
+        summary = b.memory.get_payload(handoff["summary_zk_id"])
         # A consistent handoff: the thread and the summary written with it.
-        assert thread["handoff_id"] == summary["handoff_id"]
+        assert thread["handoff_id"] == summary["handoff_id"] == handoff["handoff_id"]
         if step == "summary_written":
-            assert thread["zk_id"] == first["open_thread"]["zk_id"]
-            assert thread["session"]["next_steps"] == ["next of first"]
+            assert handoff["thread_zk_id"] == first["open_thread"]["zk_id"]
+            assert handoff["next_steps"] == ["next of first"]
         else:
-            assert thread["session"]["next_steps"] == ["next of second"]
+            assert handoff["next_steps"] == ["next of second"]
             assert ctx["other_active_threads"] == [first["open_thread"]["zk_id"]]
         # The next close heals it: exactly one active thread remains.
         b.sessions.close_session("shop", "third session", ["c"], [], ["next of third"])

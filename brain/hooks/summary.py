@@ -71,21 +71,18 @@ def render_session(opened: dict[str, Any], budget_tokens: int) -> str:
         " open_session has already run)."
     ):
         return ""
-    thread = ctx.get("open_thread") or ctx.get("latest_session_summary")
-    if thread:
-        s = thread.get("session") or {}
-        b.add(f"Last handoff: {_one_line(s.get('objective') or thread.get('title'), 200)}")
+    handoff = ctx.get("handoff")
+    if handoff:
+        b.add(f"Last handoff: {_one_line(handoff.get('objective'), 200)}")
         for name in ("completed", "blockers", "next_steps"):
-            items = [_one_line(x, 160) for x in (s.get(name) or [])][:4]
+            items = [_one_line(x, 160) for x in (handoff.get(name) or [])][:4]
             if items:
                 b.add(f"  {name.replace('_', ' ')}: " + "; ".join(items))
-    fixes_by_mistake: dict[str, list[str]] = {}
-    for fix in ctx.get("recent_fixes") or []:
-        for link in fix.get("links") or []:
-            if link.get("relation") == "fixes":
-                fixes_by_mistake.setdefault(link["zk_id"], []).append(
-                    _one_line(fix.get("title") or fix.get("content"), 200)
-                )
+    fixes_by_mistake = {
+        str(m.get("zk_id")): [_one_line(f.get("title") or f.get("content"), 200)
+                              for f in m.get("fixes") or []]
+        for m in ctx.get("recent_mistakes") or []
+    }
     sections: tuple[tuple[str, list[dict[str, Any]], dict[str, list[str]]], ...] = (
         ("Recent mistakes", ctx.get("recent_mistakes") or [], fixes_by_mistake),
         ("Decisions", ctx.get("recent_decisions") or [], {}),

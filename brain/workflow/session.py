@@ -23,6 +23,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from brain.citation import summary as citation_summary
 from brain.clock import Clock, iso
 from brain.errors import InvalidArgument
 from brain.memory import MemoryService, check_project
@@ -143,6 +144,10 @@ class SessionService:
         return self._notes(project, ("open_thread",), thread_state="active")
 
     def get_session_context(self, project: str, limit: int = 5) -> dict[str, Any]:
+        """What a session starts from, each fact once: the handoff (its session fields, not
+        the two notes that render them), then context notes, recent decisions, recent
+        mistakes with their fixes under them, fixes of mistakes not listed, and pinned notes
+        not listed above, as compact rows (:func:`brief`); ``get_note`` reads one whole."""
         project = check_project(project)
         threads = self.active_threads(project)
         thread = threads[0] if threads else None
@@ -153,29 +158,49 @@ class SessionService:
             # written (a crash mid-close) is not the current handoff.
             paired = [s for s in summaries if s.get("handoff_id") == thread.get("handoff_id")]
             summary = paired[0] if paired else summary
+        live = self._notes(project, ())
         counts = {k: 0 for k in NOTE_KINDS}
-        for p in self._notes(project, ()):
+        for p in live:
             counts[p["note_kind"]] = counts.get(p["note_kind"], 0) + 1
-        pinned = self._notes(project, (), pinned=True)
-        inbox_count = len(self._notes(project, (), types=("fleeting",)))
+        kind = {k: [p for p in live if p["note_kind"] == k] for k in
+                ("project_context", "decision", "mistake", "fix")}
+        shown: set[str] = set()
+        context = self._rows(kind["project_context"], shown)
+        decisions = self._rows(kind["decision"][:limit], shown)
+        mistakes = self._rows(kind["mistake"][:limit], shown)
+        fixes_of: dict[str, list[dict[str, Any]]] = {}
+        for fix in kind["fix"]:
+            for target, relation in (fix.get("link_types") or {}).items():
+                if relation == "fixes":
+                    fixes_of.setdefault(target, []).append(fix)
+        for row in mistakes:
+            fixes = fixes_of.get(row["zk_id"], [])
+            if fixes:
+                row["fixes"] = self._rows(fixes, shown)
+        orphan_fixes = self._rows([f for f in kind["fix"] if f["zk_id"] not in shown][:limit],
+                                  shown)
+        pinned = self._rows([p for p in live if p.get("pinned")], shown)
         return {
             "project": project,
-            "project_context": [self.memory.public(p) for p in self._notes(project, ("project_context",))],
-            "latest_session_summary": _handoff_note(self.memory, summary) if summary else None,
-            "open_thread": _handoff_note(self.memory, thread) if thread else None,
+            "handoff": _handoff(summary, thread),
             "other_active_threads": [t["zk_id"] for t in threads[1:]],
-            "recent_decisions": [
-                self.memory.public(p) for p in self._notes(project, ("decision",))[:limit]
-            ],
-            "recent_mistakes": [self.memory.public(p) for p in self._notes(project, ("mistake",))[:limit]],
-            "recent_fixes": [self.memory.public(p) for p in self._notes(project, ("fix",))[:limit]],
-            "pinned": [self.memory.public(p) for p in pinned],
+            "project_context": context,
+            "recent_decisions": decisions,
+            "recent_mistakes": mistakes,
+            "recent_fixes": orphan_fixes,
+            "pinned": pinned,
             "counts": {
                 "by_note_kind": {k: v for k, v in counts.items() if v},
                 "notes": sum(counts.values()),
-                "inbox": inbox_count,
+                "inbox": sum(1 for p in live if p.get("memory_type") == "fleeting"),
             },
         }
+
+    def _rows(self, notes: Sequence[dict[str, Any]], shown: set[str]) -> list[dict[str, Any]]:
+        """Compact rows of the notes not yet ``shown`` (which it then records)."""
+        rows = [brief(p) for p in notes if p["zk_id"] not in shown]
+        shown.update(r["zk_id"] for r in rows)
+        return rows
 
     def get_inbox(self, project: str | None = None, limit: int = 50) -> dict[str, Any]:
         """Fleeting notes to distill, oldest first, with their age in days."""
@@ -203,8 +228,18 @@ class SessionService:
         }
 
     def open_session(self, project: str) -> dict[str, Any]:
+        """get_session_context and the inbox in one call; an inbox note already shown in the
+        context is listed by id and age only."""
         self.memory.begin_session(project)  # [memory] session_context: notes chain from here
-        return {"context": self.get_session_context(project), "inbox": self.get_inbox(project)}
+        context = self.get_session_context(project)
+        inbox = self.get_inbox(project)
+        shown = {r["zk_id"] for key in _NOTE_SECTIONS for r in _with_fixes(context[key])}
+        inbox["notes"] = [
+            {"zk_id": n["zk_id"], "age_days": n["age_days"]} if n["zk_id"] in shown
+            else {**brief(n), "age_days": n["age_days"]}
+            for n in inbox["notes"]
+        ]
+        return {"context": context, "inbox": inbox}
 
     # ------------------------------------------------------------------ handoff
     def _clean(self, items: list[str], name: str, kinds: set[str]) -> list[str]:
@@ -316,11 +351,48 @@ def _excerpt(value: str | None) -> str:
     return value.strip()
 
 
-def _handoff_note(memory: MemoryService, payload: dict[str, Any]) -> dict[str, Any]:
-    return memory.public(
-        payload,
-        handoff_id=payload.get("handoff_id"),
-        thread_state=payload.get("thread_state"),
-        session=payload.get("session"),
-    )
+_NOTE_SECTIONS = ("project_context", "recent_decisions", "recent_mistakes", "recent_fixes",
+                  "pinned")
+_SESSION_FIELDS = ("objective", "completed", "blockers", "next_steps", "key_files",
+                   "closed_at", "refined")
+
+
+def brief(payload: dict[str, Any]) -> dict[str, Any]:
+    """A note as a session opening lists it: id, text, when; the title only where it says
+    more than the start of the text; pinned and the state of cited code only when they
+    matter."""
+    content = str(payload.get("content", ""))
+    title = str(payload.get("title", ""))
+    row: dict[str, Any] = {"zk_id": payload.get("zk_id"), "content": content}
+    if title and not content.startswith(title.rstrip("\u2026").rstrip()):
+        row["title"] = title
+    row["created"] = payload.get("created")
+    if payload.get("pinned"):
+        row["pinned"] = True
+    if payload.get("cites"):
+        cites = citation_summary(payload["cites"])
+        if cites.get("state") != "fresh":
+            row["citations"] = cites
+    return row
+
+
+def _with_fixes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [*rows, *(f for r in rows for f in r.get("fixes", []))]
+
+
+def _handoff(summary: dict[str, Any] | None,
+             thread: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The current handoff once: its session fields (the summary and the thread notes are two
+    renderings of them) with the ids of both notes."""
+    note = summary or thread
+    if note is None:
+        return None
+    session = note.get("session") or {}
+    return {
+        "summary_zk_id": summary["zk_id"] if summary else None,
+        "thread_zk_id": thread["zk_id"] if thread else None,
+        "handoff_id": note.get("handoff_id"),
+        "thread_state": thread.get("thread_state") if thread else None,
+        **{k: session[k] for k in _SESSION_FIELDS if k in session},
+    }
 
