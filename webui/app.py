@@ -23,6 +23,7 @@ from starlette.templating import Jinja2Templates
 
 from brain.errors import BrainError, Conflict, FileNotFound, InvalidArgument, NoteNotFound
 from brain.trust.identity import acting_as
+from mcp_surface.calls import BrainHolder, Services
 from webui.auth import COOKIE, Logins, Session
 
 T = TypeVar("T")
@@ -43,14 +44,14 @@ class NotReady(BrainError):
 class UI:
     """What the handlers share: the live brain's holder, the logins, the templates."""
 
-    def __init__(self, state: Any, logins: Logins) -> None:
+    def __init__(self, state: BrainHolder, logins: Logins) -> None:
         self.state = state
         self.logins = logins
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                                  autoescape=True)  # every value escaped, in every template
         self.templates = Jinja2Templates(env=env)
 
-    async def run(self, request: Request, fn: Callable[[Any], T]) -> T:
+    async def run(self, request: Request, fn: Callable[[Services], T]) -> T:
         brain = self.state.brain
         if brain is None:
             raise NotReady("the brain is still starting; reload in a moment")
