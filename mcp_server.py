@@ -8,6 +8,7 @@ result; ``BrainError`` becomes an MCP error result carrying its stable code and 
 
 from __future__ import annotations
 
+import argparse
 import functools
 import logging
 import sys
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from fastmcp import FastMCP
+from fastmcp.server.auth import AuthProvider
 from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -97,7 +99,7 @@ def create_server(
     brain: Brain | None = None,
     *,
     http: bool = False,
-    auth: Any = None,
+    auth: AuthProvider | None = None,
     shared_state: _State | None = None,
     profile: Profile | None = None,
 ) -> FastMCP:
@@ -255,7 +257,6 @@ def _profile_of(settings: Settings | None, brain: Brain | None) -> Profile:
 def main(argv: list[str] | None = None) -> None:
     """Start the stdio server (``python mcp_server.py``); ``--http`` serves streamable HTTP
     (127.0.0.1:8765 unless ``--host``/``--port``) behind a bearer token."""
-    import argparse
 
     parser = argparse.ArgumentParser(prog="mcp_server.py")
     parser.add_argument("--http", action="store_true")
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         startup.refuse(settings.home, err)
 
 
-def _run(server: FastMCP, args: Any) -> None:
+def _run(server: FastMCP, args: argparse.Namespace) -> None:
     if not args.http:
         from mcp_surface.stdio_guard import run_stdio  # answers lines the SDK cannot decode
         anyio.run(run_stdio, server)

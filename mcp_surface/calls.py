@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from brain.workflow.mistakes import MistakeService
     from brain.workflow.session import SessionService
 
+from brain.errors import BrainError
+
 T = TypeVar("T")
 
 
@@ -86,4 +88,15 @@ class BrainHolder(Protocol):
     brain: Brain | None
 
 
-__all__ = ["BrainHolder", "Call", "Services"]
+class NotReady(BrainError):
+    code = "NOT_READY"
+
+
+def live(holder: BrainHolder) -> Brain:
+    """The Brain ``holder`` holds; NOT_READY while this process does not hold one yet."""
+    if holder.brain is None:
+        raise NotReady("the brain is still starting; retry in a moment")
+    return holder.brain
+
+
+__all__ = ["BrainHolder", "Call", "NotReady", "Services", "live"]

@@ -20,6 +20,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp
 
 from brain.errors import BrainError, Conflict, FileNotFound, InvalidArgument, NoteNotFound
 from brain.trust.identity import acting_as
@@ -89,7 +90,7 @@ class Guard(BaseHTTPMiddleware):
     session outside /login, and the strict headers (CSP: only this origin's scripts and
     styles, nothing inline, no frames, no requests elsewhere)."""
 
-    def __init__(self, app: Any, hosts: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
         super().__init__(app)
         self.hosts = frozenset(hosts)
 
