@@ -8,6 +8,7 @@ result; ``BrainError`` becomes an MCP error result carrying its stable code and 
 
 from __future__ import annotations
 
+import argparse
 import functools
 import logging
 import sys
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from fastmcp import FastMCP
+from fastmcp.server.auth import AuthProvider
 from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,8 +28,8 @@ from brain import heap  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
 from brain.process.logs import setup_logging  # noqa: E402
-from brain.search import rerank
-from brain.trust import tenancy
+from brain.search import rerank  # noqa: E402
+from brain.trust import tenancy  # noqa: E402
 from brain.trust.identity import acting_as  # noqa: E402
 from config import Settings, load_settings  # noqa: E402
 from mcp_surface import (  # noqa: E402
@@ -52,11 +54,13 @@ from mcp_surface.args import (  # noqa: E402
     TypedArgumentErrors,
     ZkId,
 )
+from mcp_surface.calls import Services  # noqa: E402
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, WRITE, tool  # noqa: E402
 from mcp_surface.profiles import Profile, ProfileGate  # noqa: E402
 from mcp_surface.recall import (  # noqa: E402
     FilterProject,
     NoteKind,
+    NoteSearch,
     RecallFilters,
     search_notes,
 )
@@ -78,7 +82,7 @@ INSTRUCTIONS = (
 )
 
 
-def _gated(fn: Callable[[Brain], T], b: Brain) -> T:
+def _gated(fn: Callable[[Services], T], b: Brain) -> T:
     """A tool call holds the generation gate shared: a model switch's swap never lands inside
     one, so a query embedded by one model never runs against the other's generation."""
     with b.gate.shared():
@@ -95,7 +99,7 @@ def create_server(
     brain: Brain | None = None,
     *,
     http: bool = False,
-    auth: Any = None,
+    auth: AuthProvider | None = None,
     shared_state: _State | None = None,
     profile: Profile | None = None,
 ) -> FastMCP:
@@ -141,14 +145,15 @@ def create_server(
                                 "http" if http else "stdio")
         webui_host.attach(router, settings, start=settings.ui.enabled)
 
-    async def call(fn: Callable[[Brain], T]) -> T:
-        """The one gate every tool goes through: the call always runs as a named caller
-        (its HTTP token's or forwarded identity, else the settings identity over stdio),
-        so every service filters for it (brain/trust/tenancy.py)."""
+    async def call(fn: Callable[[Services], T], /) -> T:
+        """The one gate every tool goes through (mcp_surface/calls.py's ``Call``): the call
+        always runs as a named caller (its HTTP token's or forwarded identity, else the
+        brain's own identity over stdio), so every service filters for it
+        (brain/trust/tenancy.py)."""
         if state.brain is None:
             raise CodedToolError("NOT_READY", "the brain is still starting; retry in a moment")
         b = state.brain
-        caller = tenancy.caller(tenancy.settings_identity(b.settings))
+        caller = tenancy.caller(b.identity)
         try:
             with acting_as(caller):  # worker threads inherit it: anyio copies the context
                 # The result is made valid text where it is written (LeanTool.convert_result).
@@ -173,7 +178,7 @@ def create_server(
     ) -> dict[str, Any]:
         """Store one idea: permanent (linked to similar notes) or fleeting (unsearched until
         distilled)."""
-        res = await call(lambda b: b.memory.add(content, project, memory_type, note_kind, tags,
+        res = await call(lambda s: s.memory.add(content, project, memory_type, note_kind, tags,
                                                 pinned, visibility, context=context,
                                                 cites=cites or ()))
         return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
@@ -181,7 +186,7 @@ def create_server(
     @tool(mcp, WRITE, out.UPDATED)
     async def update_memory(zk_id: ZkId, new_content: Text) -> dict[str, Any]:
         """Correct or extend a note; it is re-enriched and re-embedded."""
-        res = await call(lambda b: b.memory.update(zk_id, new_content))
+        res = await call(lambda s: s.memory.update(zk_id, new_content))
         return {"note": res.note, "redacted": list(res.redacted)}
 
     @tool(mcp, READ, out.SEARCH)
@@ -196,42 +201,43 @@ def create_server(
     ) -> dict[str, Any]:
         """Search notes by meaning and keyword, for direct lookups. A clear single answer
         comes alone unless top_k is given (5). Hits are compact; get_note reads one."""
-        args = locals()
-        return await call(lambda b: search_notes(b, args))
+        req = NoteSearch(query, top_k, project, filters, include_files, files_threshold,
+                         detail)
+        return await call(lambda s: search_notes(s, req))
 
     @tool(mcp, READ, out.ONE_NOTE)
     async def get_note(zk_id: ZkId) -> dict[str, Any]:
         """One whole note by id: content, context, keywords, links, dates."""
-        return await call(lambda b: {"note": b.memory.get(zk_id)})
+        return await call(lambda s: {"note": s.memory.get(zk_id)})
 
     @tool(mcp, PURE_READ, out.RELATED)
     async def get_related(
         zk_id: ZkId, depth: Annotated[int, Field(ge=1, le=3)] = 1
     ) -> dict[str, Any]:
         """Notes linked to a note, up to depth hops away."""
-        return await call(lambda b: b.memory.related(zk_id, depth))
+        return await call(lambda s: s.memory.related(zk_id, depth))
 
     @tool(mcp, WRITE, out.WRITTEN_NOTE)
     async def distill_to_permanent(zk_id: ZkId) -> dict[str, Any]:
         """Promote a fleeting note to permanent: re-enriched, re-embedded, linked."""
-        res = await call(lambda b: b.memory.distill(zk_id))
+        res = await call(lambda s: s.memory.distill(zk_id))
         return {"note": res.note, "linked": res.linked}
 
     @tool(mcp, WRITE, out.RESTORED)
     async def restore_note(zk_id: ZkId) -> dict[str, Any]:
         """Bring back an archived note, or a forgotten one within its grace period."""
-        return await call(lambda b: b.memory.restore(zk_id))
+        return await call(lambda s: s.memory.restore(zk_id))
 
     @tool(mcp, DESTRUCTIVE, out.FORGOTTEN)
     async def forget_memory(zk_id: ZkId) -> dict[str, Any]:
         """Soft-delete a note; restore_note undoes it within the grace period."""
-        p = await call(lambda b: b.memory.forget(zk_id))
+        p = await call(lambda s: s.memory.forget(zk_id))
         return {"zk_id": p["zk_id"], "forgotten": True, "forgotten_at": p.get("forgotten_at")}
 
     @tool(mcp, PURE_READ, out.STATS)
     async def brain_stats() -> dict[str, Any]:
         """Counts by type and kind, graph size, backend, model and index state."""
-        return await call(lambda b: b.stats())
+        return await call(lambda s: s.stats())
 
     for group in TOOL_GROUPS:
         group.register(mcp, call)
@@ -251,7 +257,6 @@ def _profile_of(settings: Settings | None, brain: Brain | None) -> Profile:
 def main(argv: list[str] | None = None) -> None:
     """Start the stdio server (``python mcp_server.py``); ``--http`` serves streamable HTTP
     (127.0.0.1:8765 unless ``--host``/``--port``) behind a bearer token."""
-    import argparse
 
     parser = argparse.ArgumentParser(prog="mcp_server.py")
     parser.add_argument("--http", action="store_true")
@@ -295,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         startup.refuse(settings.home, err)
 
 
-def _run(server: FastMCP, args: Any) -> None:
+def _run(server: FastMCP, args: argparse.Namespace) -> None:
     if not args.http:
         from mcp_surface.stdio_guard import run_stdio  # answers lines the SDK cannot decode
         anyio.run(run_stdio, server)

@@ -21,7 +21,10 @@ import os
 import pstats
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp_surface.recall import NoteSearch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -39,19 +42,19 @@ STAGES = (
 )
 
 
-def _full(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    """Every argument of the tool as its body receives it: the published defaults under
-    ``args``, with filter fields given at the top level (``all_projects``) moved into
+def _full(schema: dict[str, Any], args: dict[str, Any]) -> NoteSearch:
+    """Every argument of the tool as its body receives it (one NoteSearch): the published
+    defaults under ``args``, with filter fields given at the top level (``all_projects``) moved into
     ``filters`` as the server's middleware moves them (mcp_surface/profiles.py). Without that
     move the body would search the default project while the tool searched all of them."""
     from mcp_surface.profiles import nest_filters
-    from mcp_surface.recall import RecallFilters
+    from mcp_surface.recall import NoteSearch, RecallFilters  # noqa: F811 - at run time
 
     props = schema.get("properties", {})
     full = {**{k: v.get("default") for k, v in props.items()}, **nest_filters(dict(args))}
     if isinstance(full.get("filters"), dict):
         full["filters"] = RecallFilters(**full["filters"])
-    return full
+    return NoteSearch(**full)
 
 
 def _cum_ms(stats: pstats.Stats, suffix: str, name: str, calls: int) -> float:
@@ -92,8 +95,8 @@ async def stages(brain: Any, argsets: list[dict[str, Any]]) -> dict[str, Any]:
     prof = cProfile.Profile()
     t = time.perf_counter()
     prof.enable()
-    for args in full:
-        search_notes(brain, args)
+    for req in full:
+        search_notes(brain, req)
     prof.disable()
     profiled_ms = (time.perf_counter() - t) * 1000 / len(argsets)
     st = pstats.Stats(prof)

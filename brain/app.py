@@ -29,6 +29,7 @@ from brain.citations.turns import TURN_TTL_S, TurnFiles
 from brain.clock import Clock, iso
 from brain.embedding import endpoints as embed_endpoints
 from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.credential import search_warnings
 from brain.embedding.registry import Embedder, build_embedder, resolve_record
 from brain.embedding.remote import (
     RemoteEmbedder,
@@ -50,6 +51,7 @@ from brain.private import secure_home
 from brain.search import adaptive as fusion_adapt
 from brain.search import rerank
 from brain.search.policy import Reranking, SearchPolicy
+from brain.search.presentation import ResultPages
 from brain.sources.fsio import FsConfig, FsService
 from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
@@ -560,6 +562,14 @@ class Brain:
             adaptive=fusion_adapt.fitted() if r.adaptive_weight else None,
             reranking=Reranking(self.settings.rerank.candidates),
         )  # fmt: skip
+
+    @functools.cached_property
+    def pages(self) -> ResultPages:
+        """The one result-page helper of the search tools: the relevance band and the
+        snippet size of ``[memory]``, and the embedder's warnings while dense is off."""
+        m = self.settings.memory
+        return ResultPages(m.relevance_band, m.snippet_chars,
+                           warnings=lambda: search_warnings(self.embedder))
 
     def _memory_config(self) -> MemoryConfig:
         s = self.settings

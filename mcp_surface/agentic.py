@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from fastmcp import FastMCP
 from pydantic import Field
 
-from brain.embedding.credential import search_warnings
-from brain.search.presentation import present, search_page
 from mcp_surface import outputs as out
 from mcp_surface.args import Detail, Ids, Project, Query
+from mcp_surface.calls import Call, Services
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, tool
 from mcp_surface.recall import FilterProject, RecallFilters, recall_filter
 
@@ -17,7 +17,7 @@ Similarity = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 
 
 
-def register(mcp: Any, call: Any) -> None:
+def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, READ, out.DEEP)
     async def deep_search(
         query: Query,
@@ -30,12 +30,10 @@ def register(mcp: Any, call: Any) -> None:
         """Multi-hop search for why/how questions: searches, follows links, searches
         again. A clear single answer comes alone unless top_k is given (10)."""
 
-        def run(b: Any) -> dict[str, Any]:
+        def run(s: Services) -> dict[str, Any]:
             rf = recall_filter(project, filters)
-            result: dict[str, Any] = b.agentic.deep_search(query, rf, hops, top_k or 10)
-            result = search_page(result, b.settings.memory.relevance_band,
-                                 explicit=top_k is not None, warnings=search_warnings(b.embedder))
-            return present(result, detail, b.settings.memory.snippet_chars)
+            result = s.agentic.deep_search(query, rf, hops, top_k or 10)
+            return s.pages.search(result, detail, explicit=top_k is not None)
 
         return await call(run)
 
@@ -51,7 +49,7 @@ def register(mcp: Any, call: Any) -> None:
         """Merge near-duplicate notes: dry run first, then dry_run=false with cluster ids
         (originals archived)."""
         return await call(
-            lambda b: b.agentic.consolidate_clusters(
+            lambda s: s.agentic.consolidate_clusters(
                 project,
                 dry_run,
                 selected_cluster_ids,
@@ -65,4 +63,4 @@ def register(mcp: Any, call: Any) -> None:
     async def brain_capabilities() -> dict[str, Any]:
         """Chat model, enrichment mode and queue, token use, reranker, storage, and what runs
         degraded and why. Never shows keys."""
-        return await call(lambda b: b.capabilities())
+        return await call(lambda s: s.capabilities())

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastmcp.exceptions import ValidationError
-from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
@@ -95,7 +95,7 @@ IntervalS = Annotated[
 class TypedArgumentErrors(Middleware):
     """Schema violations as typed tool errors, with what to fix and no echo of the value."""
 
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         try:
             return await call_next(context)
         except ValidationError as exc:

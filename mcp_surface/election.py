@@ -18,12 +18,13 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+from anyio.abc import TaskGroup
 from fastmcp import FastMCP
 from fastmcp.server.auth import TokenVerifier
-from fastmcp.server.middleware import MiddlewareContext
+from fastmcp.server.middleware import CallNext, MiddlewareContext
 
 from brain.app import Brain
 from brain.errors import BrainError, StoreLocked
@@ -32,6 +33,7 @@ from brain.process.drain import drain as drain_hook_spool
 from brain.process.startup import brain_error_in, one_line
 from brain.trust.identity import Identity
 from config import Settings
+from mcp_surface.calls import BrainHolder
 from mcp_surface.forwarding import Proxy
 from mcp_surface.owner_endpoint import OwnerEndpoint
 
@@ -40,13 +42,20 @@ log = logging.getLogger("brain.routing")
 POLL_S = 0.05  # monitor period: how fast a dead owner is noticed
 
 
+class Explorer(Protocol):
+    """What the router holds of the web explorer it serves (webui/host.UIHost)."""
+
+    async def start(self, tg: TaskGroup | None = None) -> None: ...
+    def login_url(self) -> str: ...
+
+
 class Router:
     """Owner election and call routing for one server process on one data dir."""
 
     def __init__(
         self,
         settings: Settings,
-        state: Any,
+        state: BrainHolder,
         front: FastMCP,
         make_sibling: Callable[[TokenVerifier], FastMCP],
         kind: str = "stdio",
@@ -67,10 +76,10 @@ class Router:
         self.proxy = Proxy(self.home, self.default, self)
         # Run once this process owns the data dir, with the router's task group (the web
         # explorer starts here when [ui] enabled: serve_ui, from mcp_server.create_server).
-        self.on_owner: list[Callable[[Any], Awaitable[None]]] = []
-        self.ui: Any = None
+        self.on_owner: list[Callable[[TaskGroup], Awaitable[None]]] = []
+        self.ui: Explorer | None = None
 
-    def serve_ui(self, ui: Any, on_owner: Callable[[Any], Awaitable[None]],
+    def serve_ui(self, ui: Explorer, on_owner: Callable[[TaskGroup], Awaitable[None]],
                  open_ui: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         """The web explorer this router's owner serves (webui/host.UIHost): ``on_owner`` runs
         once this process owns the data dir, ``open_ui`` answers ``brain ui``."""
@@ -85,7 +94,7 @@ class Router:
     async def run_tracked(
         self,
         context: MiddlewareContext,
-        call_next: Any,
+        call_next: CallNext[Any, Any],
         caller: Identity,
         request_id: str,
         retry: bool,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastmcp import FastMCP
 from pydantic import Field
 
-from brain.embedding.credential import search_warnings
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
-from brain.search.presentation import present, search_page
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
 from mcp_surface.args import Detail, Id, OptFileName, OptPath, OptProject, Query, Similarity
+from mcp_surface.calls import Call, Services
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, tool
 
 USES = uses(ingest="path project visibility", list="status", get="file_id",
@@ -21,7 +21,7 @@ USES = uses(ingest="path project visibility", list="status", get="file_id",
 NEEDS = uses(ingest="path", get="file_id", reprocess="file_id", delete="file_id")
 
 
-def register(mcp: Any, call: Any) -> None:
+def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, PURE_READ, out.PASSAGES)
     async def search_files(
         query: Query,
@@ -36,15 +36,13 @@ def register(mcp: Any, call: Any) -> None:
         answer comes alone unless limit is given."""
         used, note = clamp_limit(limit or 10)
 
-        def run(b: Any) -> dict[str, Any]:
-            hits = b.files.search(query, used, file_name, threshold)
+        def run(s: Services) -> dict[str, Any]:
+            hits = s.files.search(query, used, file_name, threshold)
             out: dict[str, Any] = {"results": hits, "count": len(hits)}
             if note:
                 out["limit"], out["note"] = used, note
-            out = search_page(out, b.settings.memory.relevance_band, explicit=limit is not None,
-                              warnings=search_warnings(b.embedder))
-            return present(out, detail, b.settings.memory.snippet_chars, passages=True,
-                           query=query)
+            return s.pages.search(out, detail, explicit=limit is not None, passages=True,
+                                  query=query)
 
         return await call(run)
 
@@ -61,13 +59,13 @@ def register(mcp: Any, call: Any) -> None:
         reprocess (re-chunk, re-embed), delete."""
         check("files", files, locals(), USES, NEEDS)
         if action == "list":
-            found = await call(lambda b: b.files.list(status))
+            found = await call(lambda s: s.files.list(status))
             return {"files": found, "count": len(found)}
         fid, where = file_id or "", path or ""
         runs = {
-            "ingest": lambda b: b.files.ingest(where, project, visibility),
-            "get": lambda b: b.files.get(fid),
-            "reprocess": lambda b: b.files.reprocess(fid),
-            "delete": lambda b: b.files.delete(fid),
+            "ingest": lambda s: s.files.ingest(where, project, visibility),
+            "get": lambda s: s.files.get(fid),
+            "reprocess": lambda s: s.files.reprocess(fid),
+            "delete": lambda s: s.files.delete(fid),
         }
         return await call(runs[action])

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import anyio
 from fastmcp.exceptions import ToolError
-from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp.types import CallToolResult
 
@@ -53,7 +53,7 @@ class Host(Protocol):
     async def run_tracked(
         self,
         context: MiddlewareContext,
-        call_next: Any,
+        call_next: CallNext[Any, Any],
         caller: Identity,
         request_id: str,
         retry: bool,
@@ -160,7 +160,7 @@ class Proxy:
             return None
         return _Link(info, token)
 
-    async def forward(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def forward(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         name = context.message.name
         args = dict(context.message.arguments or {})
         ident = current_identity.get() or self.default
@@ -230,7 +230,7 @@ class Forwarder(Middleware):
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
 
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         if self.proxy.host.local:
             return await call_next(context)
         return await self.proxy.forward(context, call_next)

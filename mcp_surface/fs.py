@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastmcp import FastMCP
 from pydantic import Field
 
 from mcp_surface.actions import check, uses
 from mcp_surface.args import Id, Name, PathArg, Text
+from mcp_surface.calls import Call
 from mcp_surface.lean import DESTRUCTIVE, WRITE, tool
 from mcp_surface.tool_errors import CodedToolError
 
@@ -22,7 +24,7 @@ CHANGE_NEEDS = uses(list="", preview="change_id", approve="change_id fingerprint
                     revert="change_id fingerprint")
 
 
-def register(mcp: Any, call: Any) -> None:
+def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, WRITE)
     async def fs(
         action: Literal["read", "list", "write"],
@@ -37,14 +39,14 @@ def register(mcp: Any, call: Any) -> None:
         redacted."""
         check("fs", fs, locals(), FS_USES, uses(read="path", list="", write="path"))
         if action == "read":
-            return await call(lambda b: b.fs.read(source, path))
+            return await call(lambda s: s.fs.read(source, path))
         if action == "list":
-            return await call(lambda b: b.fs.list(source, path, limit))
+            return await call(lambda s: s.fs.list(source, path, limit))
         if content is None:
             raise CodedToolError("INVALID_ARGUMENT", "fs(action='write') needs content",
                                  {"field": "content", "action": action})
         text = content
-        return await call(lambda b: b.fs.write(source, path, text))
+        return await call(lambda s: s.fs.write(source, path, text))
 
     @tool(mcp, DESTRUCTIVE)
     async def changes(
@@ -61,9 +63,9 @@ def register(mcp: Any, call: Any) -> None:
         check("changes", changes, locals(), CHANGE_USES, CHANGE_NEEDS)
         cid, fp = change_id or "", fingerprint or ""
         runs = {
-            "list": lambda b: b.changes.list(source, status, limit),
-            "preview": lambda b: b.changes.preview(cid),
-            "approve": lambda b: b.changes.approve(cid, fp),
-            "revert": lambda b: b.changes.revert(cid, fp),
+            "list": lambda s: s.changes.list(source, status, limit),
+            "preview": lambda s: s.changes.preview(cid),
+            "approve": lambda s: s.changes.approve(cid, fp),
+            "revert": lambda s: s.changes.revert(cid, fp),
         }
         return await call(runs[action])

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastmcp import FastMCP
 from pydantic import Field
 
 from mcp_surface.actions import check, uses
 from mcp_surface.args import Id, OptProject
+from mcp_surface.calls import Call
 from mcp_surface.lean import DESTRUCTIVE, tool
 
 MAX_LISTED = 10_000  # ids a GC answer lists, and a GC run accepts back
@@ -32,7 +34,7 @@ def _listed(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def register(mcp: Any, call: Any) -> None:
+def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, DESTRUCTIVE)
     async def health(
         action: Action,
@@ -49,15 +51,15 @@ def register(mcp: Any, call: Any) -> None:
         runs unless dry_run=false: gc, repair, rebuild_indexes, quantization."""
         check("health", health, locals(), USES)
         runs = {
-            "stats": lambda b: b.health.stats(project),
-            "scan": lambda b: b.health.scan(project),
-            "duplicates": lambda b: b.health.duplicates(project, threshold, max_points),
-            "hot_files": lambda b: b.health.hot_files(project),
-            "collection": lambda b: b.health.collection(project),
-            "gc": lambda b: b.health.gc(dry_run, project, expect),
-            "repair": lambda b: b.health.repair(dry_run, project, limit),
-            "rebuild_indexes": lambda b: b.health.rebuild_indexes(dry_run),
-            "quantization": lambda b: b.health.apply_quantization(mode, dry_run),
+            "stats": lambda s: s.health.stats(project),
+            "scan": lambda s: s.health.scan(project),
+            "duplicates": lambda s: s.health.duplicates(project, threshold, max_points),
+            "hot_files": lambda s: s.health.hot_files(project),
+            "collection": lambda s: s.health.collection(project),
+            "gc": lambda s: s.health.gc(dry_run, project, expect),
+            "repair": lambda s: s.health.repair(dry_run, project, limit),
+            "rebuild_indexes": lambda s: s.health.rebuild_indexes(dry_run),
+            "quantization": lambda s: s.health.apply_quantization(mode, dry_run),
         }
         result = await call(runs[action])
         return _listed(result) if action == "gc" else result

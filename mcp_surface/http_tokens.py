@@ -13,7 +13,7 @@ from typing import Any
 from fastmcp.server.auth import TokenVerifier
 from fastmcp.server.auth.auth import AccessToken
 from fastmcp.server.dependencies import get_access_token
-from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
 from brain.process import owner as own
 from brain.trust import paths
@@ -74,7 +74,7 @@ class TokenIdentity(Middleware):
     """HTTP front: every call acts as the identity its bearer token maps to (both parts:
     a call without an agent would fall back to the settings identity in the tool gate)."""
 
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         token = get_access_token()
         claims = token.claims if token is not None else {}
         if not claims.get("user_id") or not claims.get("agent_id"):

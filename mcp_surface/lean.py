@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from fastmcp.tools.function_tool import FunctionTool
 from mcp.types import TextContent, ToolAnnotations
@@ -83,7 +84,7 @@ def _json_text(value: dict[str, Any]) -> str | None:
 
 
 def tool(
-    mcp: Any, annotations: ToolAnnotations, output: dict[str, Any] | None = None
+    mcp: FastMCP, annotations: ToolAnnotations, output: dict[str, Any] | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated coroutine on ``mcp`` as a :class:`LeanTool`, its docstring the
     description and ``output`` its output schema (a plain object schema when none)."""

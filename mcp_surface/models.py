@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastmcp import FastMCP
 from pydantic import Field
 
 from mcp_surface.actions import check, uses
+from mcp_surface.calls import Call
 from mcp_surface.lean import PURE_READ, tool
 
 ModelId = Annotated[str | None, Field(
@@ -17,7 +19,7 @@ Dimension = Annotated[int, Field(ge=0, le=8192, description="0 = the model's def
 USES = uses(status="", estimate="model dimension")
 
 
-def register(mcp: Any, call: Any) -> None:
+def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, PURE_READ)
     async def model(
         action: Literal["status", "estimate"],
@@ -28,10 +30,10 @@ def register(mcp: Any, call: Any) -> None:
         estimate (what switching to a model would take; changes nothing)."""
         check("model", _model, locals(), USES)
         if action == "status":
-            return await call(lambda b: b.model_switch.status())
+            return await call(lambda s: s.model_switch.status())
         from brain.generations.wiring import run_command
 
-        return await call(lambda b: run_command(b.model_switch, "estimate", model or "",
-                                                dimension, b.settings.embedding.provider))
+        return await call(lambda s: run_command(s.model_switch, "estimate", model or "",
+                                                dimension, s.model_switch.provider))
 
     _model = model

@@ -21,11 +21,12 @@ from typing import Any
 
 import anyio
 import uvicorn
+from anyio.abc import TaskGroup
 from fastmcp import FastMCP
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.auth import TokenVerifier
 from fastmcp.server.dependencies import get_http_headers
-from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp.types import CallToolResult
 from starlette.requests import Request
@@ -39,6 +40,7 @@ from brain.trust import paths
 from brain.trust.identity import Identity, acting_as
 from mcp_surface import owner_rpc
 from mcp_surface.args import argument_error
+from mcp_surface.calls import BrainHolder, live
 from mcp_surface.http_tokens import OwnerTokenVerifier
 from mcp_surface.profiles import current_shape
 from mcp_surface.tool_errors import CodedToolError
@@ -91,7 +93,7 @@ class OwnerEndpoint:
         self,
         home: Path,
         kind: str,
-        state: Any,
+        state: BrainHolder,
         default: Identity,
         make_sibling: Callable[[TokenVerifier], FastMCP],
     ) -> None:
@@ -151,7 +153,7 @@ class OwnerEndpoint:
                 return body
             try:
                 data = await anyio.to_thread.run_sync(lambda: run_command(
-                    self.state.brain.model_switch, str(body.get("command", "")),
+                    live(self.state).model_switch, str(body.get("command", "")),
                     str(body.get("model") or ""), int(body.get("dimension") or 0),
                     str(body.get("provider") or "local"), float(body.get("timeout_s") or 0)))
             except BrainError as exc:
@@ -165,7 +167,7 @@ class OwnerEndpoint:
             body = await owner_body(request)
             if isinstance(body, JSONResponse):
                 return body
-            maintenance = self.state.brain.maintenance
+            maintenance = live(self.state).maintenance
             try:
                 data = await anyio.to_thread.run_sync(lambda: maintenance.import_jsonl(
                     str(body.get("path") or ""), str(body.get("on_conflict") or "error")))
@@ -191,7 +193,7 @@ class OwnerEndpoint:
 
         self._app = sibling.http_app(path="/mcp", json_response=True)
 
-    async def start(self, tg: Any) -> None:
+    async def start(self, tg: TaskGroup) -> None:
         """Serve both sockets in ``tg`` under a new owner token, then publish the owner info."""
         self.verifier.token = own.new_owner_token(self.home)
         app = self._app
@@ -284,7 +286,7 @@ class OwnerEndpoint:
         return res
 
     async def _deduplicated(self, request_id: str) -> ToolResult | None:
-        brain = self.state.brain
+        brain = live(self.state)
         done = await anyio.to_thread.run_sync(lambda: own.find_request(brain, request_id))
         if done is None:
             return None
@@ -300,7 +302,7 @@ class OwnerEndpoint:
     async def run_tracked(
         self,
         context: MiddlewareContext,
-        call_next: Any,
+        call_next: CallNext[Any, Any],
         caller: Identity,
         request_id: str,
         retry: bool,
@@ -347,7 +349,7 @@ class OwnerEndpoint:
                     }
                 )
         info = own.OwnerInfo(os.getpid(), str(self.sock_path or ""), self.started, self.kind)
-        return report(self.state.brain, info, clients)
+        return report(live(self.state), info, clients)
 
 
 class SiblingCalls(Middleware):
@@ -357,13 +359,13 @@ class SiblingCalls(Middleware):
     def __init__(self, endpoint: OwnerEndpoint) -> None:
         self.endpoint = endpoint
 
-    async def on_request(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_request(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         pid = get_http_headers(include={CLIENT_HEADER}).get(CLIENT_HEADER, "")
         if pid.isdigit():
             self.endpoint.seen(int(pid))
         return await call_next(context)
 
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         meta = _our_meta(context)
         ident = meta.get("identity") or {}
         if not ident.get("user_id") or not ident.get("agent_id"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
 from mcp_surface.recall import FLAT_FILTER_ARGS
 from mcp_surface.tool_errors import CodedToolError
@@ -123,11 +123,11 @@ class ProfileGate(Middleware):
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
 
-    async def on_list_tools(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_list_tools(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         tools = await call_next(context)
         return [t for t in tools if listed(self.profile, t.name)]
 
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         asked = context.message.name
         name, args = current_shape(asked, dict(context.message.arguments or {}))
         if not listed(self.profile, name):

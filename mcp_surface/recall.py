@@ -10,22 +10,24 @@ Calls in the shape of earlier releases (the filter fields as top-level arguments
 into ``filters`` by mcp_surface/profiles.py before the tool runs, so stale instructions and
 scripts keep working while the schema lists only the object.
 
-:func:`search_notes` is search_memory's whole body, kept here so that ``bench.search_stages``
-times and profiles the code the tool runs, not a copy of it.
+:func:`search_notes` is search_memory's whole body, on one frozen :class:`NoteSearch` (the
+tool's arguments, typed), kept here so that ``bench.search_stages`` times and profiles the
+code the tool runs, not a copy of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from brain.embedding.credential import query_vector, search_warnings
+from brain.embedding.credential import query_vector
 from brain.memory import RecallFilter
-from brain.search.presentation import present, search_page
+from brain.search.presentation import Detail
 from brain.trust.limits import MAX_AGE_DAYS
 from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
+from mcp_surface.calls import Services
 
 NoteKind = Literal[
     "mistake",
@@ -97,16 +99,28 @@ def recall_filter(project: str | None, filters: RecallFilters | None) -> RecallF
     )
 
 
-def search_notes(b: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    """search_memory's body on a brain, from the tool's arguments (all of them, by name)."""
-    query, top_k = args["query"], args["top_k"] or DEFAULT_TOP_K
-    rf = recall_filter(args["project"], args["filters"])
-    qvec = query_vector(b.embedder, query)  # embedded once, used for both (None: BM25 only)
-    hits = b.memory.search(query, top_k, rf, query_vector=qvec)
+@dataclass(frozen=True)
+class NoteSearch:
+    """One search_memory call: its arguments, typed (``top_k`` None: not given, so the
+    relevance band may answer with fewer than :data:`DEFAULT_TOP_K`)."""
+
+    query: str
+    top_k: int | None = None
+    project: str | None = None
+    filters: RecallFilters | None = None
+    include_files: bool = False
+    files_threshold: float | None = None
+    detail: Detail = "compact"
+
+
+def search_notes(s: Services, req: NoteSearch) -> dict[str, Any]:
+    """search_memory's body on the services, for one request."""
+    top_k = req.top_k or DEFAULT_TOP_K
+    rf = recall_filter(req.project, req.filters)
+    qvec = query_vector(s.embedder, req.query)  # embedded once, for both (None: BM25 only)
+    hits = s.memory.search(req.query, top_k, rf, query_vector=qvec)
     out: dict[str, Any] = {"results": hits, "count": len(hits)}
-    if args["include_files"]:
-        out["files"] = b.files.search_with_vector(
-            qvec, query, limit=min(top_k, 30), threshold=args["files_threshold"])
-    out = search_page(out, b.settings.memory.relevance_band, explicit=args["top_k"] is not None,
-                      warnings=search_warnings(b.embedder))
-    return present(out, args["detail"], b.settings.memory.snippet_chars, query=query)
+    if req.include_files:
+        out["files"] = s.files.search_with_vector(
+            qvec, req.query, limit=min(top_k, 30), threshold=req.files_threshold)
+    return s.pages.search(out, req.detail, explicit=req.top_k is not None, query=req.query)

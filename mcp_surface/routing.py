@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable
-from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.server.auth import TokenVerifier
 
 from config import Settings
+from mcp_surface.calls import BrainHolder
 from mcp_surface.election import Router
 from mcp_surface.forwarding import Forwarder
 from mcp_surface.http_tokens import HttpTokenVerifier, OwnerTokenVerifier, TokenIdentity, http_auth
@@ -35,7 +35,7 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per forwarded 
 def attach(
     front: FastMCP,
     settings: Settings,
-    state: Any,
+    state: BrainHolder,
     make_sibling: Callable[[TokenVerifier], FastMCP],
     kind: str,
 ) -> Router:

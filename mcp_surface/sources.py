@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastmcp import Context
+from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from brain.trust.limits import MAX_QUERY_CHARS
@@ -27,6 +27,7 @@ from mcp_surface.args import (
     ScanFiles,
     TagList,
 )
+from mcp_surface.calls import Call
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, tool
 
 Trigger = Literal["auto", "manual", "interval"]
@@ -45,7 +46,7 @@ NEEDS = uses(add="path", update="source", remove="source", sync="source", rescan
              reset="source", reembed="source")
 
 
-def register(mcp: Any, call: Any) -> None:
+def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, PURE_READ, out.FS_SEARCH)
     async def fs_search(
         query: Annotated[str, Field(max_length=MAX_QUERY_CHARS,
@@ -71,7 +72,7 @@ def register(mcp: Any, call: Any) -> None:
         alone unless limit is given), filter (metadata, query as keywords) or grep (live
         files, ISO dates)."""
         return await call(
-            lambda b: b.sources.search(
+            lambda s: s.sources.search(
                 query,
                 search_mode,
                 project=project,
@@ -122,33 +123,33 @@ def register(mcp: Any, call: Any) -> None:
             if v is not None}
         if action == "add":
             folder = path or ""
-            return await call(lambda b: b.sources.add(
+            return await call(lambda s: s.sources.add(
                 folder, name, project, trigger or "auto", exclude, include, max_scan_files,
                 interval_s, visibility=visibility, pinned=pinned))
         if action == "list":
-            found = await call(lambda b: b.sources.list(project))
+            found = await call(lambda s: s.sources.list(project))
             return {"sources": found, "count": len(found)}
         if action == "sync":
-            job = await call(lambda b: b.sources.sync(src, paths=paths))
+            job = await call(lambda s: s.sources.sync(src, paths=paths))
             return await _follow(call, ctx, job) if wait else job
         if action == "status":
             if job_id:
-                return await call(lambda b: b.sources.job(job_id))
-            jobs = await call(lambda b: b.sources.jobs(source))
+                return await call(lambda s: s.sources.job(job_id))
+            jobs = await call(lambda s: s.sources.jobs(source))
             return {"jobs": jobs, "count": len(jobs)}
         runs = {
-            "update": lambda b: b.sources.update(src, **edits),
-            "remove": lambda b: b.sources.remove(src, purge),
-            "cancel": lambda b: b.sources.cancel(job_id, source),
-            "rescan": lambda b: b.sources.rescan(src),
-            "reset": lambda b: b.sources.reset_state(src),
-            "reembed": lambda b: b.sources.reembed(src, path, confirm),
-            "repair_orphans": lambda b: b.sources.repair_orphans(dry_run),
+            "update": lambda s: s.sources.update(src, **edits),
+            "remove": lambda s: s.sources.remove(src, purge),
+            "cancel": lambda s: s.sources.cancel(job_id, source),
+            "rescan": lambda s: s.sources.rescan(src),
+            "reset": lambda s: s.sources.reset_state(src),
+            "reembed": lambda s: s.sources.reembed(src, path, confirm),
+            "repair_orphans": lambda s: s.sources.repair_orphans(dry_run),
         }
         return await call(runs[action])
 
 
-async def _follow(call: Any, ctx: Context, job: dict[str, Any]) -> dict[str, Any]:
+async def _follow(call: Call, ctx: Context, job: dict[str, Any]) -> dict[str, Any]:
     """Poll a job until it ends, relaying its progress as MCP progress notifications."""
     job_id = job["job_id"]
     while job["status"] in ("queued", "running"):
@@ -160,5 +161,5 @@ async def _follow(call: Any, ctx: Context, job: dict[str, Any]) -> dict[str, Any
             f"{p.get('phase', job['status'])}: {p.get('chunks_embedded', 0)} chunks embedded",
         )
         await anyio.sleep(0.2)
-        job = await call(lambda b: b.sources.job(job_id))
+        job = await call(lambda s: s.sources.job(job_id))
     return job

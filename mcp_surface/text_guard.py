@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
 from brain.errors import InvalidArgument
 
@@ -65,7 +65,7 @@ def first_bad_text(value: Any, where: str, depth: int = 0) -> str | None:
 
 
 class ValidText(Middleware):
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         for name, value in (context.message.arguments or {}).items():
             where = first_bad_text(value, name) if _is_text(name) else "an argument name"
             if where:

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from fastmcp.exceptions import ToolError
-from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp.types import CallToolResult, TextContent
 
@@ -77,7 +77,7 @@ class StructuredErrors(Middleware):
     tool runs). A call made in process (``FastMCP.call_tool``, no MCP request) keeps that
     method's contract and gets the error raised, as a ``CodedToolError``."""
 
-    async def on_call_tool(self, context: MiddlewareContext, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         try:
             return await call_next(context)
         except CodedToolError as exc:

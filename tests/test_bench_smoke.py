@@ -299,6 +299,7 @@ async def test_search_stages_time_the_search_the_tool_runs(brain) -> None:  # no
                             for i in range(3) for p in ("proj-0", "proj-1")])
     full = _full({"properties": {"project": {"default": None}}},
                  {"query": "cache eviction", "top_k": 4, "all_projects": True})
-    assert "all_projects" not in full and full["filters"].all_projects is True
+    # A NoteSearch: a top-level all_projects left unmoved would not have built one.
+    assert full.filters is not None and full.filters.all_projects is True
     out = await stages(brain, [{"query": "cache eviction", "top_k": 4, "all_projects": True}])
     assert out["queries"] == 1 and out["body_hits"] == out["tool_hits"] == 4

@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from brain.errors import InvalidArgument
 from brain.trust.limits import MAX_TAG_CHARS, MAX_TAGS
+from mcp_surface.calls import Services
 from webui.app import checked_form, ui_of
 
 WHAT = {
@@ -37,15 +38,16 @@ def _tags(form: dict[str, str]) -> list[str]:
     return tags
 
 
-def _call(action: str, zk_id: str, form: dict[str, str]) -> Callable[[Any], Any]:
+def _call(action: str, zk_id: str, form: dict[str, str]
+          ) -> Callable[[Services], dict[str, Any]]:
     if action in ("pin", "unpin"):
-        return lambda b: b.memory.pin(zk_id, action == "pin")
+        return lambda s: s.memory.pin(zk_id, action == "pin")
     if action == "forget":
-        return lambda b: b.memory.forget(zk_id)
+        return lambda s: s.memory.forget(zk_id)
     if action == "restore":
-        return lambda b: b.memory.restore(zk_id)
+        return lambda s: s.memory.restore(zk_id)
     tags = _tags(form)
-    return lambda b: b.memory.set_tags(zk_id, tags)
+    return lambda s: s.memory.set_tags(zk_id, tags)
 
 
 async def act(request: Request) -> Response:
@@ -56,8 +58,8 @@ async def act(request: Request) -> Response:
         raise InvalidArgument(f"action must be one of {list(WHAT)}", field="action")
     fn = _call(action, zk_id, form)  # bad tags are refused before the confirmation too
     if form.get("confirm") != "yes":
-        shown = await ui.run(request, lambda b: b.memory.public(
-            b.memory.get_payload(zk_id, include_forgotten=True)))
+        shown = await ui.run(request, lambda s: s.memory.public(
+            s.memory.get_payload(zk_id, include_forgotten=True)))
         return ui.page(request, "confirm.html", nav="note", action=action, what=WHAT[action],
                        note=shown, tags=form.get("tags", ""))
     await ui.run(request, fn)

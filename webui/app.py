@@ -20,9 +20,11 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp
 
 from brain.errors import BrainError, Conflict, FileNotFound, InvalidArgument, NoteNotFound
 from brain.trust.identity import acting_as
+from mcp_surface.calls import BrainHolder, Services
 from webui.auth import COOKIE, Logins, Session
 
 T = TypeVar("T")
@@ -43,14 +45,14 @@ class NotReady(BrainError):
 class UI:
     """What the handlers share: the live brain's holder, the logins, the templates."""
 
-    def __init__(self, state: Any, logins: Logins) -> None:
+    def __init__(self, state: BrainHolder, logins: Logins) -> None:
         self.state = state
         self.logins = logins
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                                  autoescape=True)  # every value escaped, in every template
         self.templates = Jinja2Templates(env=env)
 
-    async def run(self, request: Request, fn: Callable[[Any], T]) -> T:
+    async def run(self, request: Request, fn: Callable[[Services], T]) -> T:
         brain = self.state.brain
         if brain is None:
             raise NotReady("the brain is still starting; reload in a moment")
@@ -88,7 +90,7 @@ class Guard(BaseHTTPMiddleware):
     session outside /login, and the strict headers (CSP: only this origin's scripts and
     styles, nothing inline, no frames, no requests elsewhere)."""
 
-    def __init__(self, app: Any, hosts: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
         super().__init__(app)
         self.hosts = frozenset(hosts)
 

@@ -12,14 +12,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn  # already loaded: the owner endpoint serves on it too
+from anyio.abc import TaskGroup
 
 from brain.errors import BrainError
 from brain.trust.identity import Identity
 from config import Settings
+from mcp_surface.calls import BrainHolder
+
+if TYPE_CHECKING:
+    from mcp_surface.election import Router
 
 log = logging.getLogger("brain.ui")
 
@@ -29,7 +34,7 @@ class PortInUse(BrainError):
 
 
 class UIHost:
-    def __init__(self, settings: Settings, state: Any, default: Identity) -> None:
+    def __init__(self, settings: Settings, state: BrainHolder, default: Identity) -> None:
         from webui.auth import Logins
 
         self.settings = settings
@@ -43,11 +48,11 @@ class UIHost:
     def running(self) -> bool:
         return self._uv is not None
 
-    def owner_started(self, tg: Any) -> None:
+    def owner_started(self, tg: TaskGroup) -> None:
         """The router's task group, once this process owns the data dir."""
         self._tg = tg
 
-    async def start(self, tg: Any | None = None) -> None:
+    async def start(self, tg: TaskGroup | None = None) -> None:
         """Serve the explorer on ``[ui] host:port`` (refused with UI_PORT_IN_USE)."""
         from webui.site import create_app
 
@@ -114,12 +119,12 @@ class _Quiet(uvicorn.Server):
         yield
 
 
-def attach(router: Any, settings: Settings, *, start: bool) -> UIHost:
+def attach(router: Router, settings: Settings, *, start: bool) -> UIHost:
     """Give ``router`` an explorer: started on promotion when ``start``, and served on demand
     through the owner endpoint's ``/ui`` either way."""
     host = UIHost(settings, router.state, router.default)
 
-    async def on_owner(tg: Any) -> None:
+    async def on_owner(tg: TaskGroup) -> None:
         host.owner_started(tg)
         if start:
             try:

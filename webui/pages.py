@@ -90,8 +90,8 @@ async def search(request: Request) -> Response:
     page = _page_no(request)
     found = None
     if q:
-        found = await ui.run(request, lambda b: data.search(
-            b, q, project, kinds, tags, fleeting, project is None, scope, page, max_age,
+        found = await ui.run(request, lambda s: data.search(
+            s, q, project, kinds, tags, fleeting, project is None, scope, page, max_age,
             min_salience))
     return ui.page(request, "search.html", form=form, found=found, kinds=KINDS, page=page)
 
@@ -99,14 +99,14 @@ async def search(request: Request) -> Response:
 async def note(request: Request) -> Response:
     ui = ui_of(request)
     zk_id = request.path_params["zk_id"]
-    shown = await ui.run(request, lambda b: data.note(b, zk_id))
+    shown = await ui.run(request, lambda s: data.note(s, zk_id))
     return ui.page(request, "note.html", done=_arg(request, "done"), **shown)
 
 
 async def note_json(request: Request) -> Response:
     ui = ui_of(request)
     zk_id = request.path_params["zk_id"]
-    return JSONResponse(await ui.run(request, lambda b: data.note(b, zk_id)))
+    return JSONResponse(await ui.run(request, lambda s: data.note(s, zk_id)))
 
 
 async def graph(request: Request) -> Response:
@@ -126,9 +126,9 @@ async def graph_json(request: Request) -> Response:
     ui = ui_of(request)
     zk_id, depth, project = _arg(request, "note"), _depth(request), _project(request)
     if zk_id:
-        out: dict[str, Any] = await ui.run(request, lambda b: data.graph_note(b, zk_id, depth))
+        out: dict[str, Any] = await ui.run(request, lambda s: data.graph_note(s, zk_id, depth))
     else:
-        out = await ui.run(request, lambda b: data.graph_project(b, project))
+        out = await ui.run(request, lambda s: data.graph_project(s, project))
     return JSONResponse(out)
 
 
@@ -139,21 +139,21 @@ async def sessions(request: Request) -> Response:
     if tab not in ("sessions", "mistakes"):
         raise InvalidArgument("tab must be sessions or mistakes", field="tab")
     fn = data.sessions if tab == "sessions" else data.mistakes
-    shown = await ui.run(request, lambda b: fn(b, project, page))
+    shown = await ui.run(request, lambda s: fn(s, project, page))
     return ui.page(request, "sessions.html", tab=tab, project=project or "", shown=shown)
 
 
 async def sources(request: Request) -> Response:
     ui = ui_of(request)
     page = _page_no(request)
-    shown = await ui.run(request, lambda b: data.sources(b, page))
+    shown = await ui.run(request, lambda s: data.sources(s, page))
     return ui.page(request, "sources.html", **shown)
 
 
 async def document(request: Request) -> Response:
     ui = ui_of(request)
     file_id, page = request.path_params["file_id"][:MAX_FIELD], _page_no(request)
-    shown = await ui.run(request, lambda b: data.document(b, file_id, page))
+    shown = await ui.run(request, lambda s: data.document(s, file_id, page))
     return ui.page(request, "document.html", nav_name="sources", **shown)
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from brain.process import owner as own
 from config import Settings
+
+if TYPE_CHECKING:
+    from mcp_surface.election import Router
 
 
 def ask_owner(settings: Settings) -> dict[str, Any] | None:
@@ -61,15 +64,17 @@ def serve(settings: Settings, create_server: Callable[[Settings], Any]) -> int:
     return 0
 
 
-async def _own_and_serve(router: Any, settings: Settings) -> None:
+async def _own_and_serve(router: Router, settings: Settings) -> None:
     async with router.running():
         if not router.local:  # another process won the election meanwhile: it serves
             found = await anyio.to_thread.run_sync(ask_owner, settings)
             if found is not None:
                 _announce(found, f"served by the owner, pid {found['owner_pid']}")
             return
-        await router.ui.start()
-        _announce({"url": router.ui.login_url()}, "this process owns the data dir; Ctrl-C "
+        ui = router.ui
+        assert ui is not None  # webui/host.attach gave it one (mcp_server.create_server)
+        await ui.start()
+        _announce({"url": ui.login_url()}, "this process owns the data dir; Ctrl-C "
                   "stops it")
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:

@@ -4,19 +4,19 @@ the static files behind the security layer of webui/app.py."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
+from mcp_surface.calls import BrainHolder
 from webui import actions, pages
 from webui.app import HERE, LOOPBACK_HOSTS, UI, Guard
 from webui.auth import Logins
 
 
-def create_app(state: Any, logins: Logins, *, hosts: Iterable[str] | None = None) -> Starlette:
+def create_app(state: BrainHolder, logins: Logins, *, hosts: Iterable[str] | None = None) -> Starlette:
     """The explorer over ``state.brain``. ``hosts``: the Host names accepted (default the
     loopback names; the port is not checked)."""
     if hosts is None:

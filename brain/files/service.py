@@ -311,6 +311,22 @@ class FilesService:
         return {"id": rec["id"], "file_name": rec["file_name"], "deleted": True,
                 "blob_removed": blob_removed}  # fmt: skip
 
+    def chunks(self, file_id: str, cap: int) -> builtins.list[dict[str, Any]]:
+        """The caller's document's passages (at most ``cap``) in their order: the web
+        explorer's document page. Another's document is reported as a missing one."""
+        rec = self._owned(file_id)
+        flt = chunks_of(rec["id"])
+        flt = Filter(must=(*flt.must, *tenancy.conditions(self.caller)))
+        found: builtins.list[dict[str, Any]] = []
+        offset: str | None = None
+        while len(found) < cap:
+            pts, offset = self.store.scroll(flt, limit=256, offset=offset)
+            found.extend(p.payload for p in pts)
+            if offset is None:
+                break
+        found.sort(key=lambda c: int(c.get("chunk_index") or 0))
+        return found
+
     def count_points(self, file_id: str) -> int:
         """doc_chunk points of a file, ready or not (tests and health checks)."""
         return self.store.count(chunks_of(file_id))

@@ -72,6 +72,8 @@ class ModelSwitch:
         self._lock = threading.RLock()  # one command at a time
         # The embedding endpoint registry, so a command may name endpoint:<id>:<model>.
         self.endpoints: Mapping[str, Any] = {}
+        # The configured embedding provider: a command's named model is looked up there.
+        self.provider = "local"
         self.tracked: TrackedStore | None = None
 
     # ------------------------------------------------------------------ lifecycle

@@ -87,6 +87,7 @@ def build_switch(
                        idle_batch=max(embedding.rebuild_batch, IDLE_BATCH))
     switch = ModelSwitch(deps, cfg)
     switch.endpoints = embedding.endpoints
+    switch.provider = embedding.provider
     return switch
 
 

@@ -2,14 +2,14 @@
 
 Everything here is plain, blocking Python; the MCP layer runs it in worker threads. The
 service is the shared core (core.py) with the functions of its three parts as methods:
-the write path (write.py), the reads (read.py, filters.py) and the lifecycle (lifecycle.py).
-The functions take the core as their first argument, so a part never reaches another
+the write path (write.py), the reads (read.py, filters.py, explore.py) and the lifecycle
+(lifecycle.py). The functions take the core as their first argument, so a part never reaches another
 part's state except through the core.
 """
 
 from __future__ import annotations
 
-from brain.memory import filters, lifecycle, read, write
+from brain.memory import explore, filters, lifecycle, read, write
 from brain.memory.core import NoteCore
 
 
@@ -31,6 +31,10 @@ class MemoryService(NoteCore):
     recall = read.recall
     related = read.related
     notes = read.notes
+    # the web explorer's reads
+    hub_notes = explore.hub_notes
+    links_among = explore.links_among
+    latest = explore.latest
     # lifecycle
     set_state = lifecycle.set_state
     pin = lifecycle.pin

@@ -11,7 +11,8 @@ whole note. The LoCoMo token measurement (``python -m bench --only tokens``) com
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Detail = Literal["compact", "full"]
@@ -158,3 +159,30 @@ def present(page: dict[str, Any], detail: Detail, snippet_chars: int,
                         for f in page["files"]]
     out["detail"] = "compact"
     return out
+
+
+def _no_warnings() -> Sequence[dict[str, Any]]:
+    return ()
+
+
+@dataclass(frozen=True)
+class ResultPages:
+    """The result page of every search tool, built once by the app (brain/app.py): it holds
+    the relevance band and the snippet size, and asks ``warnings`` how the search ran (the
+    dense legs off: brain/embedding/credential.py) when it makes a page."""
+
+    band: float
+    snippet_chars: int
+    warnings: Callable[[], Sequence[dict[str, Any]]] = _no_warnings
+
+    def search(self, page: dict[str, Any], detail: Detail, *, explicit: bool,
+               passages: bool = False, query: str = "") -> dict[str, Any]:
+        """A search page: the band's answer and membership (:func:`search_page`, the hits
+        it leaves out shown when ``explicit``), the warnings, then ``detail``
+        (:func:`present`)."""
+        out = search_page(page, self.band, explicit=explicit, warnings=self.warnings())
+        return present(out, detail, self.snippet_chars, passages=passages, query=query)
+
+    def present(self, page: dict[str, Any], detail: Detail) -> dict[str, Any]:
+        """A page that picked its own members (preflight_check) in the requested detail."""
+        return present(page, detail, self.snippet_chars)

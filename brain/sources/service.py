@@ -241,6 +241,11 @@ class SourcesService:
             "running_job": running.id if running else None,
         }
 
+    def file_count(self, source_id: str) -> int:
+        """Indexed files of one source the caller may see (the web explorer's sources page)."""
+        return self.store.count(Filter(must=(Match("kind", "file"), Match("source_id", source_id),
+                                             *tenancy.conditions(self.caller))))
+
     def list(self, project: str | None = None) -> list[dict[str, Any]]:
         return [
             self.describe(r)
