@@ -318,15 +318,17 @@ def redact_tree(value: Any, kinds: set[str] | None = None) -> Any:
 
 
 def multiline_secret_lines(text: str) -> set[int]:
-    """1-based numbers of the lines a multi-line secret (a PEM private-key block) covers.
+    """1-based numbers of the lines a multi-line secret (a PEM or PuTTY private key, a key
+    body whose BEGIN line is missing) covers.
 
     A grep hit is one line: a line in the middle of a key block has no marker of its own,
     so the caller asks which lines of the file lie inside one."""
     lines: set[int] = set()
-    for kind, pattern in WHOLE:
-        if kind != "private_key":
-            continue
-        for m in pattern.finditer(text):
-            first = text.count("\n", 0, m.start()) + 1
-            lines.update(range(first, first + m.group().count("\n") + 1))
+    spans = [m.span() for kind, p in WHOLE if kind in ("private_key", "putty_key")
+             for m in p.finditer(text)]  # fmt: skip
+    if "-----END" in text:
+        spans += _headless_pem(text)
+    for start, end in spans:
+        first = text.count("\n", 0, start) + 1
+        lines.update(range(first, first + text.count("\n", start, end) + 1))
     return lines
