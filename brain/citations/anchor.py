@@ -84,7 +84,13 @@ def span_of(view: FileView, kind: str, symbol: str | None, lines: Any, path: str
 def _excerpt(view: FileView, span: spans.Span, kind: str, redact: Redactor) -> str:
     whole_head = kind == "file" and view.lines is not None
     text = "\n".join((view.lines or [])[:40]) if whole_head else span.text
-    return redact(text[:MAX_EXCERPT])
+    # Redacted whole, then cut: a cut first would leave the head of a token that crosses it.
+    shown = redact(text)
+    if len(shown) <= MAX_EXCERPT:
+        return shown
+    cut = shown[:MAX_EXCERPT]
+    half = cut.rfind("[REDACTED:")
+    return cut[:half] if half >= 0 and "]" not in cut[half:] else cut
 
 
 def anchor(root: str, rel: str, ref: Ref, origin: str, repos: Repos, now: str,

@@ -14,7 +14,7 @@ from typing import Any
 
 from brain.files.parsers import PageSpan, ParsedDocument
 from brain.files.store import BlobStore, FileRecords, TextStore, sweep_temp_files
-from brain.trust.redact import redact
+from brain.trust.redact import redact_mapped
 
 __all__ = ["Keeper", "from_doc", "redact_parsed", "to_doc"]
 
@@ -76,27 +76,15 @@ class Keeper:
 
 
 def redact_parsed(parsed: ParsedDocument) -> tuple[ParsedDocument, int]:
-    """The document with each page (and each gap between pages) redacted on its own, so the
-    page spans still point at the right text; and how many secrets went."""
-    text, count = parsed.text, 0
-    if not parsed.pages:
-        red = redact(text)
-        return ParsedDocument(red.text, [], parsed.format), red.count
-    parts: list[str] = []
-    pages: list[PageSpan] = []
-    pos = length = 0
-    for number, start, end in parsed.pages:
-        gap = redact(text[pos:start])
-        page = redact(text[start:end])
-        parts += [gap.text, page.text]
-        length += len(gap.text)
-        pages.append((number, length, length + len(page.text)))
-        length += len(page.text)
-        count += gap.count + page.count
-        pos = end
-    tail = redact(text[pos:])
-    parts.append(tail.text)
-    return ParsedDocument("".join(parts), pages, parsed.format), count + tail.count
+    """The document redacted whole (a key block that crosses a page break is one secret, not
+    two halves that each look like nothing), its page spans moved to the same places in the
+    redacted text; and how many secrets went."""
+    offsets = [o for _, start, end in parsed.pages for o in (start, end)]
+    red, moved = redact_mapped(parsed.text, offsets)
+    pages: list[PageSpan] = [
+        (number, moved[2 * i], moved[2 * i + 1]) for i, (number, _, _) in enumerate(parsed.pages)
+    ]
+    return ParsedDocument(red.text, pages, parsed.format), red.count
 
 
 def to_doc(parsed: ParsedDocument, redactions: int) -> dict[str, Any]:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 STOP_EVERY_S = 15 * 60
 MAX_FAILURE_OUTPUT = 2000  # characters of a failed command's output kept in the note
+MAX_COMMAND = 500  # characters of a command kept (in the note and the state file)
 MAX_PENDING = 200  # failed shapes remembered while waiting for their fix
 PENDING_TTL_S = 7 * 86_400
 SHELL_TOOLS = frozenset({"Bash", "bash", "shell"})
@@ -252,10 +253,15 @@ def post_tool(payload: dict[str, Any], project: str, ctx: Context) -> None:
 def _record_failure(
     payload: dict[str, Any], project: str, ctx: Context, key: str, res: tuple[Any, ...]
 ) -> None:
+    # Redacted before it is cut (a cut first would keep a key's body without its BEGIN line,
+    # or the head of a token), and before anything is kept in the state file.
+    from brain.trust.redact import redact_head, redact_tail
+
     command, output, code, sh, err, sig = res
-    tail = output.strip()[-MAX_FAILURE_OUTPUT:]
+    tail = redact_tail(output.strip(), MAX_FAILURE_OUTPUT)
+    shown = redact_head(command, MAX_COMMAND)
     exit_note = f", exit {code}" if code is not None else ""
-    content = f"`{command[:500]}` failed ({err}{exit_note}).\n\n{tail}".strip()
+    content = f"`{shown}` failed ({err}{exit_note}).\n\n{tail}".strip()
     args = {"content": content, "project": project, "failure_signature": sig}
     zk = ""
     try:
@@ -269,7 +275,7 @@ def _record_failure(
         pending[key] = {
             "sig": sig,
             "zk": zk,
-            "command": command[:500],
+            "command": shown,
             "error": err,
             "session": str(payload.get("session_id") or ""),
             "at": time.time(),
@@ -291,8 +297,11 @@ def _maybe_resolve(project: str, ctx: Context, key: str, command: str) -> None:
         failure = (st.get("pending") or {}).pop(key, None)
     if failure is None:
         return  # the common case: no socket, no store, just the state file
+    from brain.trust.redact import redact_head
+
+    shown = redact_head(command, MAX_COMMAND)
     fix = (
-        f"Candidate fix (captured by the hook): `{command[:500]}` succeeded after "
+        f"Candidate fix (captured by the hook): `{shown}` succeeded after "
         f"`{failure.get('command', '')}` had failed with {failure.get('error', 'an error')}. "
         "What changed between the two runs is the fix."
     )

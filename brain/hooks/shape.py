@@ -1,5 +1,6 @@
 """A failed command's signature: its *shape* (what was run, without the arguments that change
-from run to run) plus its *error class*, so the same failure again counts an occurrence and a
+from run to run, and never a secret: an option's glued value and long token-like words are
+dropped) plus its *error class*, so the same failure again counts an occurrence and a
 later success of the same shape can be matched to it.
 
 ``pytest tests/test_a.py -k x`` and ``pytest tests/test_b.py -k y`` have one shape
@@ -17,6 +18,9 @@ _SETUP = frozenset({"cd", "pushd", "popd", "export", "source", ".", "set", "unse
 _WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_:+-]{0,39}$")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _NUMBER = re.compile(r"^\d+[smh]?$")
+# A long word with digits is a value (a token, an id), not a subcommand: never in a shape,
+# which the hook state keeps as it is.
+_TOKENISH = re.compile(r"^(?=.{16})(?=.*\d)").match
 
 # Error classes, most specific first; each yields a short stable name.
 _PY_EXC = re.compile(r"\b((?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9]*(?:Error|Exception|Exit))\b")
@@ -73,9 +77,11 @@ def shape(command: str) -> str:
             words.append(tok)
         elif tok.startswith("-"):
             name = tok.split("=", 1)[0]
+            if not name.startswith("--") and len(name) > 3:
+                name = name[:2]  # `-pS3cret`, `-uadmin:pw`: a short option with its value glued
             if len(name) <= 40 and name not in flags:
                 flags.append(name)
-        elif len(words) < MAX_WORDS and not flags and _WORD.match(tok):
+        elif len(words) < MAX_WORDS and not flags and _WORD.match(tok) and not _TOKENISH(tok):
             words.append(tok)  # subcommands come before options: `git commit -m msg`
     return " ".join(words + sorted(flags))
 

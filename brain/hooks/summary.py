@@ -33,6 +33,18 @@ def _one_line(text: Any, cap: int) -> str:
     return s if len(s) <= cap else s[: cap - 1].rstrip() + "…"
 
 
+def _kept_line(text: Any, cap: int) -> str:
+    """A line of a handoff or excerpt, which the server stores: redacted before it is cut (a
+    cut first leaves a token's head, which no pattern then recognises). Imports the
+    redaction only here, on the close path."""
+    from brain.trust.redact import redact_head
+
+    s = " ".join(str(text or "").split())
+    if len(s) <= cap:
+        return redact_head(s, cap)
+    return redact_head(s, cap - 1).rstrip() + "…"
+
+
 class _Budget:
     def __init__(self, tokens: int) -> None:
         self.left = max(tokens, 0) * CHARS_PER_TOKEN
@@ -216,18 +228,18 @@ def summarize(
     is_next = re.compile(_NEXT, re.I).match
     last = answers[-1] if answers else ""
     lines = [ln.strip() for ln in last.splitlines() if ln.strip()]
-    nxt = [_one_line(ln, 200) for ln in lines if is_next(ln)][:5]
-    completed = [_one_line(ln, 200) for ln in lines if not is_next(ln)][:3]
+    nxt = [_kept_line(ln, 200) for ln in lines if is_next(ln)][:5]
+    completed = [_kept_line(ln, 200) for ln in lines if not is_next(ln)][:3]
     commands = sum(1 for r in tools if r.get("tool") in SHELL_TOOLS)
     if commands or files:
         completed.append(f"ran {commands} shell command(s), edited {len(files)} file(s)")
     if len(prompts) > 1 and prompts[-1] != prompts[0]:
-        nxt.append("last request: " + _one_line(prompts[-1], 200))
+        nxt.append("last request: " + _kept_line(prompts[-1], 200))
     blockers = [
-        f"`{_one_line(p.get('command'), 160)}` still fails ({p.get('error')})" for p in pending
+        f"`{_kept_line(p.get('command'), 160)}` still fails ({p.get('error')})" for p in pending
     ][:5]
     return {
-        "objective": _one_line(prompts[0], 240),
+        "objective": _kept_line(prompts[0], 240),
         "completed": completed,
         "blockers": blockers,
         "next_steps": nxt,
@@ -242,24 +254,25 @@ def excerpt(
     user prompts, assistant answers, shell commands, failed tool results and the commands
     still failing; each line cut (_EXCERPT_CUTS), the newest kept within ``cap`` characters.
     The server redacts it like any content (the spool redacts it too)."""
-    lines: list[str] = []
+    raw: list[tuple[str, Any, int, str]] = []  # (prefix, text, cut, suffix), redacted when kept
     for r in records:
         role, text = r.get("role"), str(r.get("text") or "")
         if role == "user" and _is_prompt(text):
-            lines.append("User: " + _one_line(text, _EXCERPT_CUTS["User"]))
+            raw.append(("User: ", text, _EXCERPT_CUTS["User"], ""))
         elif role == "assistant" and text.strip():
-            lines.append("Assistant: " + _one_line(text, _EXCERPT_CUTS["Assistant"]))
+            raw.append(("Assistant: ", text, _EXCERPT_CUTS["Assistant"], ""))
         elif role == "error" and text.strip():
-            lines.append("Failed: " + _one_line(text, _EXCERPT_CUTS["Failed"]))
+            raw.append(("Failed: ", text, _EXCERPT_CUTS["Failed"], ""))
         elif r.get("tool") in SHELL_TOOLS and isinstance(r.get("input"), dict):
             command = r["input"].get("command")
             if command:
-                lines.append("$ " + _one_line(command, _EXCERPT_CUTS["$"]))
+                raw.append(("$ ", command, _EXCERPT_CUTS["$"], ""))
     for p in pending:
-        lines.append(f"Still failing: `{_one_line(p.get('command'), 300)}` ({p.get('error')})")
+        raw.append(("Still failing: `", p.get("command"), 300, f"` ({p.get('error')})"))
     kept: list[str] = []
     left = cap
-    for line in reversed(lines):
+    for prefix, text, cut, suffix in reversed(raw):
+        line = prefix + _kept_line(text, cut) + suffix
         if len(line) + 1 > left:
             break
         kept.append(line)

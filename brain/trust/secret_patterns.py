@@ -24,10 +24,11 @@ from collections.abc import Callable
 
 __all__ = ["KINDS", "NOT_SECRET", "VALUE", "VERSION", "WHOLE", "ValuePattern"]
 
-VERSION = 2
+VERSION = 3
 
 KINDS = (
     "private_key",
+    "putty_key",
     "aws_access_key",
     "aws_secret_key",
     "github_token",
@@ -45,6 +46,7 @@ KINDS = (
     "bearer_token",
     "connection_string_key",
     "password_assignment",
+    "cli_password",
     "high_entropy_secret",
 )
 
@@ -55,6 +57,21 @@ WHOLE: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
             r"[\s\S]*?(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)"
+        ),
+    ),
+    # A PuTTY key file (.ppk): from its header to its MAC line (to the end when unterminated);
+    # and a Private-Lines block on its own, when the header was cut off.
+    (
+        "putty_key",
+        re.compile(
+            r"PuTTY-User-Key-File-[0-9]{1,2}:[\s\S]*?(?:Private-MAC:[ \t]*[0-9A-Fa-f]{0,128}|\Z)"
+        ),
+    ),
+    (
+        "putty_key",
+        re.compile(
+            r"Private-Lines:[ \t]*[0-9]{1,3}[ \t]*\r?\n(?:[A-Za-z0-9+/=]{1,100}(?:\r?\n|\Z))++"
+            r"(?:Private-MAC:[ \t]*[0-9A-Fa-f]{0,128})?"
         ),
     ),
     (
@@ -76,7 +93,9 @@ WHOLE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("slack_token", re.compile(r"xox[abprs]-(?<![A-Za-z0-9_].{5})[A-Za-z0-9-]{10,}")),
     (
         "slack_token",
-        re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9]{6,}/B[A-Za-z0-9]{6,}/[A-Za-z0-9]{16,}"),
+        re.compile(
+            r"hooks\.slack\.com/services/T[A-Za-z0-9]{6,}/B[A-Za-z0-9]{6,}/[A-Za-z0-9]{16,}"
+        ),
     ),
     ("stripe_key", re.compile(r"[sr]k_(?:live|test)_(?<![A-Za-z0-9_].{8})[A-Za-z0-9]{16,}")),
     ("anthropic_key", re.compile(r"sk-ant-(?<![A-Za-z0-9_].{7})[A-Za-z0-9_-]{20,}")),
@@ -100,10 +119,8 @@ WHOLE: tuple[tuple[str, re.Pattern[str]], ...] = (
 _KEYWORDS = (
     r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
 )
-# The key's tail; whatever precedes the keyword (db_, aws_, client.) is kept as is.
-_KEY_TAIL = rf"(?:{_KEYWORDS})(?:[_-]?(?:key|value))?(?![a-z0-9_])"
 # An unquoted value followed by "[" or "(" is code (os.environ[...], get()), not a secret.
-_BARE = r"[^\s\"',;()\[\]]++(?![\[(])"
+_BARE = r"[^\s\"'`,;()\[\]]++(?![\[(])"
 _QUOTED = r"\"[^\"\n]*\"|'[^'\n]*'"
 # The same keywords as (literal, rest) groups: a pattern that starts with a literal is
 # found by a fast substring scan, where a leading alternation is tried at every position
@@ -116,7 +133,17 @@ _KEY_GROUPS = (
     ("access", r"[_-]?key"),
     ("private", r"[_-]?key"),
 )
-_TAIL_END = r"(?:[_-]?(?:key|value))?(?![a-z0-9_])"
+# A key may carry a qualifier after its keyword: SECRET_KEY_BASE, DB_PASSWORD_PROD,
+# GITHUB_TOKEN_RO, API_KEY_2 (a closed list: "token_limit", "password_field" stay keys of no
+# secret).
+_QUALIFIERS = (
+    r"base|prod|production|dev|development|stage|staging|test|qa|uat|local|live|ro|rw|"
+    r"readonly|readwrite|read|write|admin|root|main|primary|secondary|old|new|prev|previous|"
+    r"current|next|[0-9]{1,3}"
+)
+_TAIL_END = rf"(?:[_-]?(?:key|value))?(?:[_-](?:{_QUALIFIERS}))*(?![a-z0-9_])"
+# The key's tail; whatever precedes the keyword (db_, aws_, client.) is kept as is.
+_KEY_TAIL = rf"(?:{_KEYWORDS}){_TAIL_END}"
 # Prose: "the secret key is X", "api key: X", "password was X". The value must look like a
 # secret (see _secret_shaped) so "the password is required" stays.
 _PROSE_GROUPS = (
@@ -160,6 +187,15 @@ def _high_entropy(value: str) -> bool:
     )
 
 
+def _mixed_case(value: str) -> bool:
+    """Upper, lower and a digit: an AWS secret after a bare "secret", not a 40-letter word."""
+    return (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value)
+    )
+
+
 ValuePattern = tuple[str, re.Pattern[str], Callable[[str], bool] | None]
 
 _VALUE_SOURCES: tuple[tuple[str, str, Callable[[str], bool] | None], ...] = (
@@ -187,6 +223,42 @@ _VALUE_SOURCES: tuple[tuple[str, str, Callable[[str], bool] | None], ...] = (
             r"aws[ \t_-]?secret[ \t_-]?(?:access[ \t_-]?)?key(?:[ \t_-]?id)?[\"']?[ \t]*"
             r"(?:[:=]|\bis\b|\bwas\b)[ \t]*[:=]?[ \t]*[\"'`]?"
             r"(?P<value>[a-z0-9/+=]{40})(?![a-z0-9/+=])"
+        ),
+        None,
+    ),
+    # "aws secret <40 characters>", "secret Zr8v...": a key name, a space, the value (no
+    # "=" or ":"); the value must look like one (upper, lower and digits).
+    (
+        "aws_secret_key",
+        (
+            r"secret(?<![a-z0-9]secret)(?:[ \t_-]?access)?(?:[ \t_-]?key)?[ \t]+[\"'`]?"
+            r"(?P<value>[a-z0-9/+=]{40})(?![a-z0-9/+=])"
+        ),
+        _mixed_case,
+    ),
+    # Passwords on a command line: mysql -pPW, curl -u user:PW, docker login -p PW.
+    (
+        "cli_password",
+        (
+            r"mysql(?:dump|admin|import|sh|slap|check)?(?![a-z0-9_])[^\n|;&]{0,300}?"
+            r"[ \t]-p(?P<value>[^\s\"'`;|&]{1,256})"
+        ),
+        None,
+    ),
+    (
+        "cli_password",
+        (
+            r"curl(?![a-z0-9_])[^\n|;&]{0,300}?[ \t](?:-u|--user)[ \t=]*[\"']?"
+            r"[^\s:\"']{0,128}:(?P<value>[^\s\"'`;|&]{1,256})"
+        ),
+        None,
+    ),
+    (
+        "cli_password",
+        (
+            r"(?:docker|podman|helm|nerdctl)[ \t]+(?:registry[ \t]+)?login(?![a-z0-9_])"
+            r"[^\n|;&]{0,300}?[ \t](?:-p|--password)(?:[ \t]+|=)[\"']?"
+            r"(?P<value>[^\s\"'`;|&]{1,256})"
         ),
         None,
     ),
@@ -229,9 +301,7 @@ _VALUE_SOURCES: tuple[tuple[str, str, Callable[[str], bool] | None], ...] = (
     # on the operator, not the key, for speed.
     (
         "high_entropy_secret",
-        (
-            r"[:=][ \t]{0,3}[\"']?(?P<value>[a-z0-9+/_=-]{24,512})(?![a-z0-9+/_=-])"
-        ),
+        (r"[:=][ \t]{0,3}[\"']?(?P<value>[a-z0-9+/_=-]{24,512})(?![a-z0-9+/_=-])"),
         _high_entropy,
     ),
 )
@@ -247,6 +317,8 @@ VALUE_ANYCASE: tuple[ValuePattern, ...] = tuple(
 NOT_SECRET = re.compile(
     r"(?i)(?:|true|false|null|none|nil|\*+|x+|<[^>]*>|\$\{.*\}|\$\(.*\)|\$[A-Za-z_]\w*|\d{1,5}"
     r"|\{\{.*\}\}|\{[A-Za-z_]\w*\}|%\(.*\)s|%s|.*\(.*\).*|\[REDACTED:.*"
+    # a placeholder in docs: "sk-...", "..."
+    r"|[\w-]{0,16}(?:\.\.\.|\u2026)"
     r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
     # type annotations in code: "password: str", "token: SecretStr | None = None"
     r"|(?:str|bytes|int|bool|float|any|secretstr|optional\[.*)(?:\s*\|\s*none)?(?:\s*=.*)?)"
