@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import pathspec
 
 from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
@@ -42,6 +41,7 @@ from brain.search.fusion import matched_by
 from brain.search.policy import SearchPolicy, rank
 from brain.sources.filters import SECRET_EXCLUDES, is_floored
 from brain.trust import tenancy
+from brain.trust.globs import compile_spec
 from brain.trust.identity import Identity
 from brain.trust.limits import MAX_QUERY_CHARS, check_text
 from brain.trust.paths import PathPolicy
@@ -53,7 +53,7 @@ __all__ = ["FilesDeps", "FilesService", "chunk_point_id", "clamp_limit", "start"
 
 STATUSES = ("processing", "ready", "failed")
 MAX_SEARCH_LIMIT = 30
-_SECRET_FILES = pathspec.GitIgnoreSpec.from_lines(list(SECRET_EXCLUDES))
+_SECRET_FILES = compile_spec(SECRET_EXCLUDES)
 _PUBLIC = (
     "id", "file_name", "file_size", "content_hash", "project", "status", "chunks_count",
     "reason", "format", "pages", "truncated", "redactions", "created_at", "updated_at",

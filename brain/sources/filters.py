@@ -13,7 +13,10 @@ Layers, checked in this order (the first that rejects wins):
 4. The source's own ``.gitignore`` files (root and nested, loaded lazily, cached).
 5. The include allowlist: when non-empty, only matching files are admitted.
 
-All patterns use gitignore syntax (``pathspec``); paths are POSIX, relative to the root.
+All patterns use gitignore syntax (``pathspec``), compiled by ``brain.trust.globs`` so that
+no pattern can backtrack (issue 50: ``*a*a*...*b`` as an exclude froze the server); a line
+of a ``.gitignore`` that is not a valid pattern is skipped with a warning. Paths are POSIX,
+relative to the root.
 """
 
 from __future__ import annotations
@@ -24,8 +27,7 @@ import re
 import threading
 from pathlib import Path
 
-import pathspec
-
+from brain.trust.globs import compile_lenient, compile_spec
 from brain.trust.secret_patterns import VERSION as REDACTION_VERSION
 
 # 2: *.env, service-account JSON and more secret excludes; what a source stores is redacted.
@@ -164,8 +166,9 @@ _VENV_NAMES = frozenset({"env"})
 class _Matcher:
     """A gitignore spec; without negations its patterns fold into one regex (much faster)."""
 
-    def __init__(self, lines: list[str] | tuple[str, ...]) -> None:
-        self.spec = pathspec.GitIgnoreSpec.from_lines(list(lines))
+    def __init__(self, lines: list[str] | tuple[str, ...], origin: str | None = None) -> None:
+        # ``origin`` names a file nobody validated (a .gitignore): bad lines are skipped
+        self.spec = compile_lenient(lines, origin) if origin else compile_spec(lines)
         active = [p for p in self.spec.patterns if p.include is not None]
         self._union: re.Pattern[str] | None = None
         if all(p.include for p in active) and all(p.regex is not None for p in active):
@@ -184,8 +187,8 @@ class _Matcher:
         return self.spec.check_file(rel).include
 
 
-def _spec(lines: list[str] | tuple[str, ...]) -> _Matcher:
-    return _Matcher(lines)
+def _spec(lines: list[str] | tuple[str, ...], origin: str | None = None) -> _Matcher:
+    return _Matcher(lines, origin)
 
 
 _FLOOR_SPEC = _spec(FLOOR)
@@ -340,7 +343,8 @@ class SourceFilter:
         spec = None
         try:
             if path.is_file():
-                spec = _spec(path.read_text("utf-8", errors="replace").splitlines())
+                lines = path.read_text("utf-8", errors="replace").splitlines()
+                spec = _spec(lines, origin=str(path))
         except (OSError, ValueError):
             spec = None
         with self._lock:

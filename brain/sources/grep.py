@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pathspec
 import regex
 
 from brain.errors import InvalidArgument
 from brain.sources.filters import SourceFilter, file_holds_credentials
 from brain.sources.walker import is_binary, target_rel, walk_source
+from brain.trust.globs import compile_spec
 from brain.trust.redact import multiline_secret_lines, redact
 
 ENGINES = ("rg", "git-grep", "grep", "python")
@@ -153,7 +153,7 @@ class _Collector:
         self.deadline = deadline
         self.truncated = False
         self.timed_out = False
-        self.glob_spec = pathspec.GitIgnoreSpec.from_lines([glob]) if glob else None
+        self.glob_spec = compile_spec([glob]) if glob else None
         self.py_re = py_re
         self._files: dict[tuple[Path, str], tuple[str, Path] | None] = {}
         self._key_lines: dict[Path, set[int]] = {}

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pathspec
-
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import query_vector
 from brain.embedding.registry import Embedder
@@ -31,6 +29,7 @@ from brain.sources.filters import SourceFilter
 from brain.sources.grep import grep
 from brain.sources.registry import Registry, SourceRecord
 from brain.trust import tenancy
+from brain.trust.globs import compile_spec
 from brain.trust.identity import Identity
 from brain.vector_store import Filter, Match, MatchAny, Range, VectorStore, scroll_all
 
@@ -75,7 +74,7 @@ class Scope:
         if self.path_glob is None:
             return True
         if self.glob_spec is None:
-            self.glob_spec = pathspec.GitIgnoreSpec.from_lines([self.path_glob])
+            self.glob_spec = compile_spec([self.path_glob])  # bounded: brain/trust/globs.py
         return bool(self.glob_spec.match_file(rel))
 
 

@@ -14,9 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import pathspec
-
 from brain.errors import ContentTooLarge, InvalidArgument
+from brain.trust.globs import compile_spec
 
 MAX_TAGS = 32  # tags on a note, or tags to filter by
 MAX_TAG_CHARS = 64
@@ -106,7 +105,7 @@ def check_number(
 
 
 def check_patterns(patterns: Any, name: str) -> list[str]:
-    """gitignore-style patterns that pathspec can compile; a bad one is INVALID_ARGUMENT
+    """gitignore-style patterns that brain.trust.globs can compile; a bad one is INVALID_ARGUMENT
     (it would otherwise fail later, inside a sync or a search)."""
     found = check_strings(patterns, name, max_chars=MAX_PATTERN_CHARS)
     for pattern in found:
@@ -117,7 +116,7 @@ def check_patterns(patterns: Any, name: str) -> list[str]:
 def check_glob(pattern: str, name: str = "path_glob") -> str:
     check_text(pattern, name, MAX_PATTERN_CHARS)
     try:
-        pathspec.GitIgnoreSpec.from_lines([pattern])
+        compile_spec([pattern])  # the engine every match uses (brain/trust/globs.py)
     except (ValueError, re.error) as exc:  # GitIgnorePatternError is a ValueError
         raise InvalidArgument(
             f"{name} {pattern!r} is not a valid gitignore-style pattern ({exc}); "
