@@ -10,6 +10,7 @@ from pydantic import Field
 
 from brain.embedding.credential import search_warnings
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
+from brain.notes import Visibility
 from brain.search.presentation import present, search_page
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
@@ -54,7 +55,7 @@ def register(mcp: Any, call: Any) -> None:
         path: Annotated[OptPath, Field(description="ingest: a document on this machine")] = None,
         file_id: Annotated[Id | None, Field(min_length=1)] = None,
         project: OptProject = None,
-        visibility: Literal["shared", "private"] = "shared",
+        visibility: Visibility = "shared",
         status: Literal["processing", "ready", "failed"] | None = None,
     ) -> dict[str, Any]:
         """Uploaded documents: ingest (at most 50 MB; poll get until ready), list, get,

@@ -17,27 +17,16 @@ times and profiles the code the tool runs, not a copy of it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from brain.embedding.credential import query_vector, search_warnings
 from brain.memory import RecallFilter
+from brain.notes import NoteKind
 from brain.search.presentation import present, search_page
 from brain.trust.limits import MAX_AGE_DAYS
 from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
-
-NoteKind = Literal[
-    "mistake",
-    "fix",
-    "pattern",
-    "research",
-    "decision",
-    "general",
-    "open_thread",
-    "session_summary",
-    "project_context",
-]
 
 DEFAULT_TOP_K = 5  # search_memory without top_k (the band may return fewer)
 

@@ -10,6 +10,7 @@ import anyio
 from fastmcp import Context
 from pydantic import Field
 
+from brain.notes import Visibility
 from brain.trust.limits import MAX_QUERY_CHARS
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
@@ -104,7 +105,7 @@ def register(mcp: Any, call: Any) -> None:
         max_scan_files: ScanFiles = None,
         interval_s: IntervalS = None,
         pinned: Pinned = None,
-        visibility: Literal["shared", "private"] = "shared",
+        visibility: Visibility = "shared",
         purge: Annotated[bool, Field(description="remove: delete its search data now")] = False,
         wait: Annotated[bool, Field(description="sync: wait, reporting progress")] = False,
         paths: Annotated[Paths, Field(description="sync: only these")] = None,
