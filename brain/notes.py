@@ -84,6 +84,8 @@ class NotePayload(TypedDict):
     forgotten: bool
     # The store's decaying-salience sort key (brain/memory/salience.py), derived from the rest.
     salience_key: NotRequired[float]
+    # Who may recall it, stamped by the store on every write (brain/store/recall_key.py).
+    recall_key: NotRequired[list[str]]
 
 
 NOTE_FIELDS: tuple[str, ...] = tuple(NotePayload.__annotations__)
