@@ -15,7 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastmcp import FastMCP
@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brain import heap  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
+from brain.notes import NewMemoryType, Visibility  # noqa: E402
 from brain.process.logs import setup_logging  # noqa: E402
 from brain.search import rerank  # noqa: E402
 from brain.trust import tenancy  # noqa: E402
@@ -71,7 +72,6 @@ log = logging.getLogger("brain.mcp")
 
 T = TypeVar("T")
 
-MemoryType = Literal["fleeting", "permanent"]
 TopK = Annotated[int, Field(ge=1, le=100)]
 
 
@@ -167,11 +167,11 @@ def create_server(
     async def add_memory(
         content: Text,
         project: OptProject = None,
-        memory_type: MemoryType = "permanent",
+        memory_type: NewMemoryType = "permanent",
         note_kind: NoteKind = "general",
         tags: TagList = None,
         pinned: bool = False,
-        visibility: Literal["shared", "private"] = "shared",
+        visibility: Visibility = "shared",
         context: Annotated[Text | None, Field(description="Why it matters; embedded too")
                            ] = None,
         cites: Cites = None,

@@ -10,6 +10,7 @@ from fastmcp import FastMCP
 from pydantic import Field
 
 from brain.files.service import MAX_SEARCH_LIMIT, clamp_limit
+from brain.notes import Visibility
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
 from mcp_surface.args import Detail, Id, OptFileName, OptPath, OptProject, Query, Similarity
@@ -52,7 +53,7 @@ def register(mcp: FastMCP, call: Call) -> None:
         path: Annotated[OptPath, Field(description="ingest: a document on this machine")] = None,
         file_id: Annotated[Id | None, Field(min_length=1)] = None,
         project: OptProject = None,
-        visibility: Literal["shared", "private"] = "shared",
+        visibility: Visibility = "shared",
         status: Literal["processing", "ready", "failed"] | None = None,
     ) -> dict[str, Any]:
         """Uploaded documents: ingest (at most 50 MB; poll get until ready), list, get,

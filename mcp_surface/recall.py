@@ -18,28 +18,17 @@ code the tool runs, not a copy of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from brain.embedding.credential import query_vector
 from brain.memory import RecallFilter
+from brain.notes import NoteKind
 from brain.search.presentation import Detail
 from brain.trust.limits import MAX_AGE_DAYS
 from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
 from mcp_surface.calls import Services
-
-NoteKind = Literal[
-    "mistake",
-    "fix",
-    "pattern",
-    "research",
-    "decision",
-    "general",
-    "open_thread",
-    "session_summary",
-    "project_context",
-]
 
 DEFAULT_TOP_K = 5  # search_memory without top_k (the band may return fewer)
 

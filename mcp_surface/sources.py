@@ -10,6 +10,8 @@ import anyio
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
+from brain.notes import Visibility
+from brain.sources.registry import EDITABLE_FIELDS, Trigger
 from brain.trust.limits import MAX_QUERY_CHARS
 from mcp_surface import outputs as out
 from mcp_surface.actions import check, uses
@@ -30,14 +32,13 @@ from mcp_surface.args import (
 from mcp_surface.calls import Call
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, tool
 
-Trigger = Literal["auto", "manual", "interval"]
 Pinned = Annotated[bool | None, Field(
     description="Syncs under [sync] auto=packages-only (default: holds package content)")]
 
 
 Action = Literal["add", "list", "update", "remove", "sync", "status", "cancel", "rescan",
                  "reset", "reembed", "repair_orphans"]
-_EDIT = "name project trigger exclude include max_scan_files interval_s pinned"
+_EDIT = " ".join(EDITABLE_FIELDS)
 USES = uses(add=f"path visibility {_EDIT}", list="project", update=f"source {_EDIT}",
             remove="source purge", sync="source wait paths", status="job_id source",
             cancel="job_id source", rescan="source", reset="source",
@@ -104,8 +105,10 @@ def register(mcp: FastMCP, call: Call) -> None:
         include: Patterns = None,
         max_scan_files: ScanFiles = None,
         interval_s: IntervalS = None,
+        use_gitignore: Annotated[bool | None, Field(
+            description="Skip what .gitignore files skip (default true)")] = None,
         pinned: Pinned = None,
-        visibility: Literal["shared", "private"] = "shared",
+        visibility: Visibility = "shared",
         purge: Annotated[bool, Field(description="remove: delete its search data now")] = False,
         wait: Annotated[bool, Field(description="sync: wait, reporting progress")] = False,
         paths: Annotated[Paths, Field(description="sync: only these")] = None,
@@ -115,17 +118,16 @@ def register(mcp: FastMCP, call: Call) -> None:
     ) -> dict[str, Any]:
         """Indexed folders: add (auto: watched), list, update, remove, sync, status, cancel,
         rescan, reset, reembed, repair_orphans. Credential files are never indexed."""
-        check("sources", sources, locals(), USES, NEEDS)
+        given = locals()
+        check("sources", sources, given, USES, NEEDS)
         src = source or ""
-        edits = {k: v for k, v in dict(
-            name=name, project=project, trigger=trigger, exclude=exclude, include=include,
-            max_scan_files=max_scan_files, interval_s=interval_s, pinned=pinned).items()
-            if v is not None}
+        edits = {k: given[k] for k in EDITABLE_FIELDS if given[k] is not None}
         if action == "add":
             folder = path or ""
             return await call(lambda s: s.sources.add(
                 folder, name, project, trigger or "auto", exclude, include, max_scan_files,
-                interval_s, visibility=visibility, pinned=pinned))
+                interval_s, use_gitignore=use_gitignore is not False, visibility=visibility,
+                pinned=pinned))
         if action == "list":
             found = await call(lambda s: s.sources.list(project))
             return {"sources": found, "count": len(found)}

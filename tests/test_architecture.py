@@ -25,7 +25,8 @@ FLOORS: list[set[str]] = [
     {"memory", "sources"},
     {"search", "workers"},
     {"store", "embedding", "hooks"},
-    {"llm", "trust", "notes", "report"},
+    {"llm", "trust", "report"},
+    {"notes"},  # the note schema and its enums: tenancy checks visibility against them
     {"vector_store", "citation"},
     {"errors", "clock", "heap", "private", "http_json"},
 ]

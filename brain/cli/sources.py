@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from brain.cli.common import open_brain, print_json
+from brain.sources.registry import EDITABLE_FIELDS, TRIGGERS
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -26,6 +27,7 @@ def _add(args: argparse.Namespace) -> int:
             args.include,
             args.max_scan_files,
             args.interval_s,
+            use_gitignore=args.use_gitignore is not False,  # unset: on
             sync=False,
             pinned=args.pinned,
         )
@@ -40,20 +42,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
-    changes = {
-        k: getattr(args, k)
-        for k in (
-            "name",
-            "project",
-            "trigger",
-            "exclude",
-            "include",
-            "max_scan_files",
-            "interval_s",
-            "pinned",
-        )
-        if getattr(args, k) is not None
-    }
+    changes = {k: getattr(args, k) for k in EDITABLE_FIELDS if getattr(args, k) is not None}
     with open_brain() as b:
         print_json(b.sources.update(args.source, **changes)["source"])
     return 0
@@ -164,12 +153,15 @@ def _source_args(p: argparse.ArgumentParser, adding: bool) -> None:
     p.add_argument("--name", default=None)
     p.add_argument("--project", default=None)
     p.add_argument(
-        "--trigger", choices=("auto", "manual", "interval"), default="manual" if adding else None
+        "--trigger", choices=TRIGGERS, default="manual" if adding else None
     )
     p.add_argument("--exclude", action="append", default=None, help="gitignore pattern (repeat)")
     p.add_argument("--include", action="append", default=None, help="gitignore pattern (repeat)")
     p.add_argument("--max-scan-files", dest="max_scan_files", type=int, default=None)
     p.add_argument("--interval-s", dest="interval_s", type=float, default=None)
+    p.add_argument("--use-gitignore", dest="use_gitignore",
+                   action=argparse.BooleanOptionalAction, default=None,
+                   help="skip what .gitignore files skip (default: on)")
     p.add_argument("--pinned", action=argparse.BooleanOptionalAction, default=None,
                    help="keep syncing under [sync] auto = packages-only (default: when it "
                         "holds package content)")

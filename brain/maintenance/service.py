@@ -5,7 +5,7 @@
 - Three migrations, each a dry run unless ``apply=True``; applying first writes a full
   snapshot of every note payload to ``<home>/backups/<name>-pre-migration-<timestamp>.json``:
 
-  ``memory-schema`` (backup ``memory``)      fill missing fields with defaults
+  ``memory-schema`` (backup ``memory``)      fill missing fields from brain.notes.NOTE_DEFAULTS
   ``note-kind``     (backup ``notekind``)    unknown note_kind -> ``general``
   ``memory-type``   (backup ``memorytype``)  memory_type outside fleeting/permanent/archived
                                              (e.g. ``research``) -> ``permanent``, and the
@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 
 from tqdm import tqdm
 
-from brain.clock import Clock, iso, parse_iso
+from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
 from brain.errors import Conflict, InvalidArgument
 from brain.files.service import FilesService
@@ -50,6 +50,8 @@ from brain.notes import (
     REQUIRED_FIELDS,
     VISIBILITIES,
     ZK_ID_RE,
+    NoteContext,
+    missing_defaults,
     point_id,
 )
 from brain.private import private_file
@@ -107,61 +109,14 @@ def validate(payload: dict[str, Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- migrations
-def _ts(value: object) -> float:
-    dt = parse_iso(value) if isinstance(value, str) else None
-    return dt.timestamp() if dt else 0.0
-
-
-def _fill_defaults(p: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    created = p.get("created") if isinstance(p.get("created"), str) else None
-    updated = p.get("updated") if isinstance(p.get("updated"), str) else None
-    raw = p.get("content")
-    content = raw if isinstance(raw, str) else ""
-    defaults: dict[str, Any] = {
-        "kind": "note",
-        "title": content.strip().split("\n", 1)[0][:120],
-        "content": "",
-        "context": "",
-        "keywords": [],
-        "tags": [],
-        "links": [],
-        "link_types": {z: "related" for z in p.get("links", []) if isinstance(z, str)},
-        "memory_type": "permanent",
-        "note_kind": "general",
-        "pinned": False,
-        "project": ctx["project"],
-        "created": created or updated or ctx["now"],
-        "updated": updated or created or ctx["now"],
-        "access_count": 0,
-        "last_accessed": "",
-        "user_id": ctx["user_id"],
-        "agent_id": ctx["agent_id"],
-        "salience": 0.5,
-        "embed_model": ctx["model"],
-        "enriched_by": "legacy",
-        "forgotten": False,
-        "visibility": "shared",
-    }
-    patch = {k: v for k, v in defaults.items() if k not in p}
-    merged = {**p, **patch}
-    for iso_field, ts_field in (
-        ("created", "created_ts"),
-        ("updated", "updated_ts"),
-        ("last_accessed", "last_accessed_ts"),
-    ):
-        if ts_field not in p:
-            patch[ts_field] = _ts(merged.get(iso_field))
-    return patch
-
-
-def _note_kind(p: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG001
+def _note_kind(p: dict[str, Any], ctx: NoteContext) -> dict[str, Any]:  # noqa: ARG001
     kind = p.get("note_kind")
     if "note_kind" in p and kind not in NOTE_KINDS:
         return {"note_kind": "general", "legacy_note_kind": kind}
     return {}
 
 
-def _memory_type(p: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:  # noqa: ARG001
+def _memory_type(p: dict[str, Any], ctx: NoteContext) -> dict[str, Any]:  # noqa: ARG001
     mt = p.get("memory_type")
     if "memory_type" not in p or mt in MEMORY_TYPES:
         return {}
@@ -174,8 +129,8 @@ def _memory_type(p: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:  # n
     return patch
 
 
-PATCHERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
-    "memory-schema": _fill_defaults,
+PATCHERS: dict[str, Callable[[dict[str, Any], NoteContext], dict[str, Any]]] = {
+    "memory-schema": missing_defaults,  # the defaults of brain.notes.NOTE_DEFAULTS
     "note-kind": _note_kind,
     "memory-type": _memory_type,
 }
@@ -274,7 +229,7 @@ class MaintenanceService:
         }
 
     # ------------------------------------------------------------------ migrations
-    def _ctx(self) -> dict[str, Any]:
+    def _ctx(self) -> NoteContext:
         return {
             "project": self.default_project,
             "user_id": self.identity.user_id,

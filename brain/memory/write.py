@@ -7,7 +7,7 @@ the public ones as its methods. Every store write holds ``m._write_lock``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from brain.errors import Conflict, InvalidArgument
 from brain.memory import hype
@@ -21,7 +21,16 @@ from brain.memory.core import (
     require_text,
 )
 from brain.memory.enrich import enrich
-from brain.notes import NOTE_KINDS, RELATIONS, new_zk_id, point_id
+from brain.notes import (
+    NEW_MEMORY_TYPES,
+    NOTE_KINDS,
+    RELATIONS,
+    NewMemoryType,
+    NoteKind,
+    NotePayload,
+    new_zk_id,
+    point_id,
+)
 from brain.search.fusion import looks_like_code
 from brain.trust import tenancy
 from brain.trust.limits import check_tags
@@ -52,9 +61,10 @@ def new_payload(
     """A validated, redacted, heuristically enriched note payload (zk_id not yet drawn),
     and the kinds of secrets redacted. Shared by add and the bulk importer."""
     project = check_project(project or m.cfg.default_project)
-    require_enum(memory_type, ("fleeting", "permanent"), "memory_type")
-    require_enum(note_kind, NOTE_KINDS, "note_kind")
-    tenancy.check_visibility(visibility)
+    # Checked against the enums of brain/notes.py, so the casts below only name what holds.
+    mtype = cast(NewMemoryType, require_enum(memory_type, NEW_MEMORY_TYPES, "memory_type"))
+    kind = cast(NoteKind, require_enum(note_kind, NOTE_KINDS, "note_kind"))
+    shown_to = tenancy.check_visibility(visibility)
     tags = check_tags(tags)
     content, redacted = prepare_content(m, content)
     if tags and m.cfg.redact_secrets:  # a tag is stored, indexed and exported too
@@ -68,7 +78,7 @@ def new_payload(
     enr = enrich(content, note_kind, project)
     now, ts = m._now()
     ident = m.identity
-    payload: dict[str, Any] = {
+    note: NotePayload = {
         "kind": "note",
         "zk_id": "",
         "title": enr.title,
@@ -80,8 +90,8 @@ def new_payload(
         "tags": merge_tags(list(tags or []), enr.tags),
         "links": [],
         "link_types": {},
-        "memory_type": memory_type,
-        "note_kind": note_kind,
+        "memory_type": mtype,
+        "note_kind": kind,
         "pinned": bool(pinned),
         "project": project,
         "created": now,
@@ -93,14 +103,13 @@ def new_payload(
         "last_accessed_ts": 0.0,
         "user_id": ident.user_id,
         "agent_id": ident.agent_id,
-        "visibility": visibility,
+        "visibility": shown_to,
         "salience": 1.0 if pinned else 0.5,
         "embed_model": m.meta.model,
         "enriched_by": "heuristic",
         "forgotten": False,
-        **(extra or {}),
     }
-    return m.keyed(payload), redacted
+    return m.keyed({**note, **(extra or {})}), redacted
 
 
 def add(

@@ -19,9 +19,9 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from brain.trust import tenancy
 from brain.trust.identity import Identity
@@ -64,27 +64,31 @@ CREATE TABLE IF NOT EXISTS jobs (
 # Sync jobs kept for sync_status after a restart (the newest; older ones are pruned).
 JOB_HISTORY = 1000
 
-TRIGGERS = ("auto", "manual", "interval")
+Trigger = Literal["auto", "manual", "interval"]
+TRIGGERS: tuple[str, ...] = get_args(Trigger)
+
+# Marks a field its owner may change after adding the source (EDITABLE_FIELDS).
+_EDITABLE = {"editable": True}
 
 
 @dataclass(slots=True)
 class SourceRecord:
     id: str
-    name: str
+    name: str = field(metadata=_EDITABLE)
     root: str
-    project: str
-    trigger: str = "manual"
-    exclude: list[str] = field(default_factory=list)
-    include: list[str] = field(default_factory=list)
-    max_scan_files: int | None = None
-    interval_s: float | None = None
-    use_gitignore: bool = True
+    project: str = field(metadata=_EDITABLE)
+    trigger: str = field(default="manual", metadata=_EDITABLE)
+    exclude: list[str] = field(default_factory=list, metadata=_EDITABLE)
+    include: list[str] = field(default_factory=list, metadata=_EDITABLE)
+    max_scan_files: int | None = field(default=None, metadata=_EDITABLE)
+    interval_s: float | None = field(default=None, metadata=_EDITABLE)
+    use_gitignore: bool = field(default=True, metadata=_EDITABLE)
     user_id: str = ""
     agent_id: str = ""
     visibility: str = "shared"
     # Always active: keeps syncing in the background under [sync] auto = "packages-only".
     # None: pinned when the source holds package content (brain/sources/auto.py).
-    pinned: bool | None = None
+    pinned: bool | None = field(default=None, metadata=_EDITABLE)
     created: str = ""
     updated: str = ""
     config_hash: str = ""
@@ -99,6 +103,12 @@ class SourceRecord:
     def from_dict(cls, data: dict[str, Any]) -> SourceRecord:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+# What ``sources update`` may change, in the record's order: the tool's and the CLI's edit
+# arguments are these names.
+EDITABLE_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(SourceRecord) if f.metadata.get("editable"))
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ from brain.sources.arguments import check_fields, guard_home, parse_ts, rel_or_n
 from brain.sources.filters import is_floored
 from brain.sources.indexer import SOURCE_KINDS, FilesChanged, FileWritten, Indexer
 from brain.sources.queue import Job, SyncQueue
-from brain.sources.registry import Registry, SourceRecord, new_source_id
+from brain.sources.registry import EDITABLE_FIELDS, Registry, SourceRecord, new_source_id
 from brain.sources.scheduler import SourcesConfig, SyncScheduler
 from brain.sources.walker import resolve_in_source
 from brain.sources.watcher import SourceWatcher, Watched
@@ -255,17 +255,7 @@ class SourcesService:
 
     def update(self, key: str, **changes: Any) -> dict[str, Any]:
         rec = self.get(key)
-        allowed = {
-            "name",
-            "project",
-            "trigger",
-            "exclude",
-            "include",
-            "max_scan_files",
-            "interval_s",
-            "use_gitignore",
-            "pinned",
-        }
+        allowed = set(EDITABLE_FIELDS)
         bad = set(changes) - allowed
         if bad:
             raise InvalidArgument(f"cannot update {sorted(bad)}; updatable: {sorted(allowed)}.")

@@ -26,16 +26,16 @@ Services never build their own tenancy filter: they ask here for store condition
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from brain.errors import InvalidArgument
+from brain.notes import VISIBILITIES, Visibility
 from brain.trust.identity import Identity
 from brain.trust.identity import current as _current
 from brain.vector_store import Filter, Match
 
-SHARED = "shared"
-PRIVATE = "private"
-VISIBILITIES = (SHARED, PRIVATE)
+SHARED: Visibility = "shared"
+PRIVATE: Visibility = "private"
 
 
 def caller(default: Identity) -> Identity:
@@ -64,11 +64,11 @@ def owner_fields(ident: Identity, visibility: str = SHARED) -> dict[str, str]:
             "visibility": check_visibility(visibility)}
 
 
-def check_visibility(visibility: str) -> str:
+def check_visibility(visibility: str) -> Visibility:
     if visibility not in VISIBILITIES:
         raise InvalidArgument(f"visibility={visibility!r} is not valid; use one of: "
                               f"{', '.join(VISIBILITIES)}", field="visibility")
-    return visibility
+    return cast(Visibility, visibility)
 
 
 def conditions(ident: Identity, *, siblings: bool = False) -> tuple[Filter | Match, ...]:
