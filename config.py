@@ -206,10 +206,11 @@ class MemorySettings(_Section):
         description="Content characters in a compact search hit (detail=compact, the default)",
     )
     session_context: bool = Field(
-        True,
-        description="A note added after open_session without a context of its own carries the "
-        "previous note the same agent added in that session and project as its context "
-        "(embedded with it, as a caller-given context is)",
+        False,
+        description="A note added after open_session records the previous note the same agent "
+        "added in that session and project as its neighbour (thread_prev, scored by "
+        "retrieval.neighbour_weight); never as its context. For transcripts, where "
+        "consecutive notes are one conversation",
     )
     pool_long_text: bool = Field(
         True,

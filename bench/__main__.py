@@ -70,11 +70,11 @@ DESCRIBE: dict[str, str] = {
     "caller context: previous turn": "add_memory with the previous turn of its session passed "
     "as context by the caller (what the harness did by hand; not the headline)",
     "lever: session context (brain-supplied)": "lever: open_session at each LoCoMo session, "
-    "add_memory(content) only; memory.session_context = true gives each note its session's "
-    "previous note as context",
-    "lever: session context (bulk)": "lever (kept, memory.session_context, now default): "
-    "each turn carries its session's previous turn as context, as after open_session; "
-    "bulk-loaded",
+    "add_memory(content) only; memory.session_context = true links each note to its "
+    "session's previous note (thread_prev; its context stays its own since issue 52)",
+    "lever: session context (bulk)": "lever (the default until issue 52, now retired: a "
+    "note's context is its own): each turn carries its session's previous turn as context, "
+    "as after open_session; bulk-loaded",
     "lever: session context + neighbours 0.2 (bulk)": "lever: + retrieval.neighbour_weight "
     "0.2 (a note gains 0.2 x its best session neighbour's fused score)",
     "lever: session context + neighbours 0.4 (bulk)": "lever: + retrieval.neighbour_weight 0.4",

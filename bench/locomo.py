@@ -254,9 +254,11 @@ STORE_ROWS: dict[str, dict[str, Any]] = {
 # (turn and session level), and each store row; separate processes can take separate parts.
 PARTS = ("systems", "caller", "lever", "session", "bulk-plain", "bulk-ctx")
 # Bulk-loaded turn stores (brain.memory.bulk writes add_memory's payloads, embedding in batches): a
-# plain store is what add_memory(content) writes; a store with each turn's session
-# predecessor as context and thread_prev is what memory.session_context writes after
-# open_session (and what a caller passing the previous turn writes, less thread_prev).
+# plain store is what add_memory(content) writes (the default since issue 52: a note's
+# context is its own); a store with each turn's session predecessor as context and
+# thread_prev is what memory.session_context wrote after open_session until then (and what a
+# caller passing the previous turn writes, less thread_prev): the two rows say what the
+# borrowed context was worth on LoCoMo.
 BULK_ROWS: dict[str, dict[str, Any]] = {
     "bulk-plain": {"context": False},
     "bulk-ctx": {"context": True},

@@ -50,7 +50,7 @@ class MemoryConfig:
     default_project: str
     policy: SearchPolicy  # how searches rank: the same object files and sources get
     pool_long_text: bool
-    session_context: bool  # a note in an open session carries its predecessor as context
+    session_context: bool  # a note in an open session links its predecessor (thread_prev)
     graph_decay: float
     related_decay: float
     exact_max_points: int
@@ -74,9 +74,9 @@ class Citer(Protocol):
 
 
 class SessionThreads:
-    """The last note each (user, agent, project) added in its open session: what the next
-    note carries as context when ``session_context`` is on. open_session starts a thread
-    (empty); process memory only, like the session itself."""
+    """The last note each (user, agent, project) added in its open session: the next note's
+    ``thread_prev`` neighbour when ``session_context`` is on (never its context). open_session
+    starts a thread (empty); process memory only, like the session itself."""
 
     MAX_THREADS = 10_000
 

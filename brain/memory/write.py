@@ -134,11 +134,13 @@ def add(
     for target, relation in links:
         require_enum(relation, RELATIONS, "relation")
         targets.append(m.get_payload(target))
+    # A note's context is its own: the caller's, or what enrichment derives from the note.
+    # The note before it in the caller's session is at most a neighbour link (thread_prev,
+    # scored by retrieval.neighbour_weight), recorded only with [memory] session_context:
+    # consecutive notes of a coding agent are often unrelated (issue 52).
     thread = session_thread(m, project) if m.cfg.session_context else None
     previous = m.threads.previous(thread) if thread is not None else None
-    if previous is not None and not (context and context.strip()):
-        context = previous[1]
-    if previous is not None:  # the note before it in its session: its neighbour
+    if previous is not None:
         extra = {**(extra or {}), "thread_prev": previous[0]}
     payload, redacted = new_payload(
         m, content, project, memory_type, note_kind, tags, pinned, visibility, context, extra)
