@@ -257,6 +257,20 @@ class RetrievalSettings(_Section):
         description="search_memory, search_files and fs_search drop a hit whose fused score is "
         "below this share of the best hit's (0 = keep all); the best match is always returned",
     )
+    relevance_floor: bool = Field(
+        True,
+        description="Every search answers nothing (answer: none) when no hit is relevant: the "
+        "best cosine plus a share of keyword coverage under the embedding model's calibrated "
+        "threshold. Models without a calibration are not judged unless relevance_threshold is "
+        "set; a call with its own confidence_min (0 = all) is never judged",
+    )
+    relevance_threshold: float | None = Field(
+        None,
+        ge=-1.0,
+        le=2.0,
+        description="The relevance floor's threshold (None: the active model's calibration; "
+        "0.49 for all-MiniLM-L6-v2)",
+    )
     graph_decay: float = Field(
         0.85,
         gt=0.0,

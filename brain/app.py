@@ -49,7 +49,7 @@ from brain.memory.decay import DecayPolicy, DecayService
 from brain.memory.graph import LinkGraph
 from brain.private import secure_home
 from brain.search import adaptive as fusion_adapt
-from brain.search import rerank
+from brain.search import relevance, rerank
 from brain.search.policy import Reranking, SearchPolicy
 from brain.search.presentation import ResultPages
 from brain.sources.fsio import FsConfig, FsService
@@ -559,6 +559,8 @@ class Brain:
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
             relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
             relevance_band=self.settings.memory.relevance_band,
+            relevance=relevance.floor_for(self.meta.model, enabled=r.relevance_floor,
+                                          threshold=r.relevance_threshold),
             adaptive=fusion_adapt.fitted() if r.adaptive_weight else None,
             reranking=Reranking(self.settings.rerank.candidates),
         )  # fmt: skip

@@ -30,7 +30,7 @@ def obj(required: str, **typed: Schema) -> Schema:
 
 
 HITS: Schema = {"type": "array", "items": obj("zk_id score")}
-ANSWER: Schema = {"enum": ["single", "many"]}
+ANSWER: Schema = {"enum": ["single", "many", "none"]}
 
 WRITTEN = obj("note linked redacted")
 WRITTEN_NOTE = obj("note linked")

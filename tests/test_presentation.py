@@ -80,7 +80,7 @@ def test_the_relevance_band() -> None:
     from brain.search.presentation import answer_band
 
     assert answer_band([0.9], 0.5) == "single"  # the only hit
-    assert answer_band([], 0.5) == "many"
+    assert answer_band([], 0.5) == "none"  # nothing answers (issue 52)
     assert answer_band([0.9, 0.4, 0.3], 0.5) == "single"  # the second at most half the top
     assert answer_band([0.9, 0.5], 0.5) == "many"
     assert answer_band([0.9, 0.5], 0.4) == "single"

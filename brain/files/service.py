@@ -375,7 +375,8 @@ class FilesService:
         exact = self.store.count(flt) <= self.deps.exact_max_points
         vec = [float(x) for x in qvec] if qvec is not None else None
         cands = rank(self.store, vec, self.deps.bm25.query(query), flt, limit, self.deps.policy,
-                     exact=exact, query=query, text=_passage_text)
+                     exact=exact, query=query, text=_passage_text,
+                     absolute=threshold is None)
         if threshold is not None:
             cands = [c for c in cands if c.similarity is not None and c.similarity >= threshold]
         return [{**_result(c.payload, c.score, c.similarity), "matched": matched_by(c),

@@ -53,14 +53,14 @@ def recall(
     """The fused (and reranked) candidates of one search, without those whose dense
     similarity is below ``confidence_min`` (a hit the dense leg did not see has none).
     ``qvec`` None: keywords (BM25) alone, the embedding credential being unusable."""
-    cands = _retrieve(m, qvec, query, flt, limit)
+    cands = _retrieve(m, qvec, query, flt, limit, absolute=confidence_min is None)
     if confidence_min is None:
         return cands
     return [c for c in cands if c.similarity is not None and c.similarity >= confidence_min]
 
 
 def _retrieve(m: NoteCore, qvec: Sequence[float] | None, query: str, flt: Filter,
-              limit: int) -> list[Candidate]:
+              limit: int, *, absolute: bool = True) -> list[Candidate]:
     # Notes are searched through the index: the bench's "no exact search" ablation gave the
     # same recall, while exact search of a filtered scope cost ~8 ms more at 10k notes.
     n = max(limit, m.cfg.policy.reranking.candidates) if m.reranker is not None else limit
@@ -71,7 +71,7 @@ def _retrieve(m: NoteCore, qvec: Sequence[float] | None, query: str, flt: Filter
                              model=m.meta.model,
                              fields=fields) if qvec is not None and m.has_hype() else []
     cands = rank(m.store, qvec, m.bm25.query(query), flt, n, m.cfg.policy, extra_dense=extra,
-                 query=query, text=embed_text)
+                 query=query, text=embed_text, absolute=absolute)
     if m.citer is not None:  # cited code changed or gone: below an equal fresh note
         cands = m.citer.demote(cands)
     return cands[:limit]

@@ -23,6 +23,7 @@ from typing import Any
 
 from brain.search.adaptive import AdaptiveWeight
 from brain.search.fusion import Candidate, hybrid
+from brain.search.relevance import Floor, answered
 from brain.vector_store import Filter, Hit, SparseVector, VectorStore
 
 # A grouped search reads this many times the rows asked for, so a file whose chunks fill
@@ -60,6 +61,9 @@ class SearchPolicy:
     # (brain/search/adaptive.py); None: dense_weight for every query.
     adaptive: AdaptiveWeight | None = None
     reranking: Reranking = field(default_factory=Reranking, compare=False)
+    # [retrieval] relevance_floor: no hit at all when none answers (brain/search/relevance.py);
+    # None: the best hits are returned however weak.
+    relevance: Floor | None = None
 
     def describe(self) -> str:
         return f"{self.fusion} fusion, relative floor {self.relative_floor:g}"
@@ -78,6 +82,7 @@ def rank(
     extra_dense: Sequence[Hit] = (),
     query: str = "",
     text: Callable[[dict[str, Any]], str] | None = None,
+    absolute: bool = True,
 ) -> list[Candidate]:
     """The best ``limit`` candidates for one query under ``policy``: the fused ranking of
     both legs, one per ``group`` key when given, without those under the relative floor.
@@ -85,7 +90,9 @@ def rank(
     brain/embedding/credential.py): the BM25 leg alone. With a reranker (``policy.reranking``),
     ``query`` and ``text`` (a candidate's text from its payload), the top
     ``reranking.candidates`` are reordered by the reranker's scores; when it fails (an HTTP
-    reranker, None) the fused order stands."""
+    reranker, None) the fused order stands. ``absolute``: none when the policy's relevance
+    floor judges that no candidate answers (brain/search/relevance.py); a caller that set its
+    own floor (confidence_min, threshold) passes False."""
     reranker = policy.reranking.reranker if query and text is not None else None
     fetch = max(limit, policy.reranking.candidates) if reranker is not None else limit
     n = fetch * GROUP_OVERFETCH if group is not None else fetch
@@ -106,6 +113,8 @@ def rank(
                 seen.add(key)
                 kept.append(c)
         cands = kept
+    if absolute and not answered(cands, sparse_vec, text, policy.relevance):
+        return []
     cands = floor(cands, policy.relative_floor)[:fetch]
     if reranker is not None and text is not None and len(cands) > 1:
         scores = reranker.scores(query, [text(c.payload) for c in cands])

@@ -30,8 +30,11 @@ _NESTED = ("results", "mistakes", "fixes", "patterns", "fixes_mistakes", "change
 
 def answer_band(scores: list[float], band: float) -> str:
     """``"single"`` when the top hit stands clear of the rest: it is the only one, or the
-    second scores at most ``(1 - band)`` of the top's fused score; else ``"many"`` (and for
-    no hits). The gap is read after the filters, on the scores the page shows."""
+    second scores at most ``(1 - band)`` of the top's fused score; ``"none"`` when no hit
+    answers (brain/search/relevance.py, or nothing in scope); else ``"many"``. The gap is
+    read after the filters, on the scores the page shows."""
+    if not scores:
+        return "none"
     if len(scores) == 1:
         return "single"
     if len(scores) < 2 or scores[0] <= 0:
