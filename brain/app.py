@@ -55,13 +55,16 @@ from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
 from brain.store import integrity, recall_key
+from brain.store.guarded import GuardedStore
 from brain.store.index_maintenance import IndexConfig, IndexMaintenance
 from brain.store.meta import META_ID, StoreMeta
 from brain.store.snapshots import Snapshots
+from brain.store.stamping import RequestStampingStore
 from brain.trust.identity import Identity
 from brain.trust.paths import PathPolicy
 from brain.vector_store import Match, VectorStore, build_store, scroll_all, server_checks
-from brain.vector_store.base import Filter
+from brain.vector_store.base import EmbeddedShard, Filter, ServerCollection
+from brain.vector_store.forwarding import backend_of
 from brain.vector_store.journal import JOURNAL, JournaledStore, Probe, WriteJournal, replay
 from brain.workers import WorkerRegistry
 from brain.workflow.mistakes import MistakeService
@@ -75,13 +78,13 @@ _ENRICHMENT_DEFAULT = WorkerSettings(enabled=True, interval_s=1.0)
 
 
 class Brain:
-    # Set by open(): the store as the services use it, and what was read from it.
-    store: VectorStore
+    # Set by open(): the store stack as every service holds it, and what was read from it.
+    store: GuardedStore
     meta: StoreMeta
     graph: LinkGraph
     embedder: Embedder
     memory: MemoryService
-    _guarded: integrity.GuardedStore  # the store itself, under any wrapper (snapshots copy it)
+    _tracked: generations.TrackedStore  # the stack's layer over the live generation
 
     def __init__(
         self,
@@ -183,7 +186,7 @@ class Brain:
                                degraded=True)
             self.probe.reachable, self.probe.last_checked_at = False, iso(self.clock.now())
             self._graph_file = self.home / "graph.degraded.json"
-            return cast(VectorStore, JournaledStore(standin, journal, skip_ids={META_ID}))
+            return JournaledStore(standin, journal, skip_ids={META_ID})
         if journal.path.exists():
             replayed = replay(journal, server)
             log.info("replayed %d journaled writes into %s", replayed, s.qdrant.url)
@@ -191,7 +194,7 @@ class Brain:
             self.probe = Probe(s.qdrant.url, getattr(server, "ping", server.flush))
             self.probe.reachable, self.probe.last_checked_at = True, iso(self.clock.now())
             self.probe.server, self.probe.watch = server_checks.at_start(
-                s.qdrant, lambda: str(getattr(self.store, "collection", "")))
+                s.qdrant, self._collection_name)
         return server
 
     def _start_background(self) -> None:
@@ -243,8 +246,7 @@ class Brain:
         if checked:
             integrity.check_counts(self.home, raw, manifest)
             integrity.check_sample(self.home, raw)
-        self._guarded = integrity.GuardedStore(raw, space, manifest)
-        self.store = self._guarded
+        self.store = self._assemble(raw, space, manifest)
         self.meta = StoreMeta(self.store)
         self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()),
                                quantization=self.store.quantization() or s.index.quantization)
@@ -270,6 +272,25 @@ class Brain:
             integrity.check_graph(self.home, self.graph, raw)
         return embedder
 
+    def _assemble(self, raw: VectorStore, space: integrity.SpaceGuard,
+                  manifest: integrity.Manifest) -> GuardedStore:
+        """The store stack, built once; every service holds its outermost layer. Top down: the
+        integrity guard (free space, the manifest, recall keys, pauses), request stamping
+        (a forwarded call's notes carry its id), the model switch's tracking (which
+        generation serves, the writes a kept generation must take over), the backend."""
+        self._tracked = generations.TrackedStore(raw)
+        return GuardedStore(RequestStampingStore(self._tracked), space, manifest)
+
+    @property
+    def _guarded(self) -> GuardedStore:
+        """The guard, which is the store itself (kept for the tests that name it)."""
+        return self.store
+
+    def _collection_name(self) -> str:
+        """The server collection the live generation is kept in ("" for an embedded store)."""
+        live = backend_of(self.store)
+        return live.collection if isinstance(live, ServerCollection) else ""
+
     def _recall_keys(self) -> None:
         """A store from before recall keys gets them (brain/store/recall_key.py); searches keep the
         full filter until it is done. An embedded store's notes are keyed in the copy an index
@@ -277,27 +298,26 @@ class Brain:
         s = self.settings
         reindex = None
         if not (s.qdrant.url or s.qdrant.local_path):
-            edge = self._guarded.inner
-            edge = getattr(edge, "inner", edge)  # under a model switch's TrackedStore
-            if not s.index.enabled or not hasattr(edge, "rewrites_done"):
+            edge = backend_of(self.store)
+            if not s.index.enabled or not isinstance(edge, EmbeddedShard):
                 reindex = lambda: False  # noqa: E731 - no index runs: the full filter stays
             else:
                 reindex = functools.partial(self._reindex_rewriting, edge, recall_key.REWRITE)
-        recall_key.at_open(self._guarded, self.meta, self._start_thread, self._stop, reindex)
+        recall_key.at_open(self.store, self.meta, self._start_thread, self._stop, reindex)
 
     def _stale_indexes(self) -> None:
         """A large embedded store whose payload indexes an older version built (in RAM, with
         HNSW links for every field) gets them built as declared in an index run's copy, now,
         off the request path; a small one had them rebuilt as it opened."""
-        edge = getattr(self._guarded.inner, "inner", self._guarded.inner)
-        if getattr(edge, "indexes_stale", False) and self.settings.index.enabled:
+        edge = backend_of(self.store)
+        if isinstance(edge, EmbeddedShard) and edge.indexes_stale and self.settings.index.enabled:
             self._start_thread("index-rebuild", self._rebuild_stale_indexes)
 
     def _rebuild_stale_indexes(self) -> None:
         self.index_maintenance.run("payload indexes built otherwise than declared: rebuilt "
                                    "in the optimized copy")
 
-    def _reindex_rewriting(self, edge: Any, target: str) -> bool:
+    def _reindex_rewriting(self, edge: EmbeddedShard, target: str) -> bool:
         """Run index maintenance until a run that rewrote every payload by ``target`` has
         swapped in (a run already going on when it was asked for does not count)."""
         edge.payload_rewrite = target
@@ -329,7 +349,7 @@ class Brain:
         s = self.settings
         return build_switch(
             home=self.home, qdrant=s.qdrant, embedding=s.embedding,
-            index_min_vectors=s.index.min_unindexed, guarded=self._guarded,
+            index_min_vectors=s.index.min_unindexed, guarded=self.store, tracked=self._tracked,
             embedder=cast(generations.SwitchableEmbedder, self.embedder), meta=self.meta,
             gate=self.gate,
             endpoint=self._endpoint(), pending=lambda: self.pending_model,
@@ -407,7 +427,7 @@ class Brain:
 
     @functools.cached_property
     def snapshots(self) -> Snapshots:
-        return Snapshots(self._guarded, self.home, self.settings.storage, lambda: self.meta.model)
+        return Snapshots(self.store, self.home, self.settings.storage, lambda: self.meta.model)
 
     @functools.cached_property
     def agentic(self) -> AgenticService:
