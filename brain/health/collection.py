@@ -24,7 +24,7 @@ from typing import Any
 from brain.embedding.bm25 import BM25Encoder
 from brain.health.scan import VECTOR_KINDS, bm25_text
 from brain.vector_store import SPARSE, Filter, HasVector, MatchAny, VectorStore
-from brain.vector_store.base import EmbeddedShard
+from brain.vector_store.base import QuantizedSegments
 from brain.vector_store.forwarding import backend_of
 
 BM25_EXAMINED = 10_000  # points without a BM25 vector the report looks at, at most
@@ -46,7 +46,7 @@ def quantization_state(store: VectorStore, setting: str, recorded: str | None) -
                            "supported": mode is not None,
                            "differs": mode is not None and mode != setting}
     live = backend_of(store)
-    if mode is not None and isinstance(live, EmbeddedShard):
+    if mode is not None and isinstance(live, QuantizedSegments):
         indexed, quantized = live.quantized_segments()
         out["indexed_segments"], out["quantized_segments"] = indexed, quantized
         # Configured but not rebuilt yet (a switch cut short): the action finishes it.

@@ -28,7 +28,7 @@ from typing import Any
 
 from brain.clock import Clock, iso
 from brain.errors import OptimizeAborted
-from brain.vector_store.base import EmbeddedShard, IndexState, VectorStore
+from brain.vector_store.base import CancelsOptimize, IndexState, OptimizeSteps, VectorStore
 from brain.vector_store.forwarding import backend_of
 
 log = logging.getLogger(__name__)
@@ -145,13 +145,13 @@ class IndexMaintenance:
     def cancel(self) -> None:
         """Give up a run in progress (closing): the store stays as it was before it."""
         live = backend_of(self.store)
-        if isinstance(live, EmbeddedShard):
+        if isinstance(live, CancelsOptimize):
             live.cancel_optimize()
 
     def _last_optimize(self) -> dict[str, float] | None:
         """Seconds per step of the last optimization (an embedded store's optimizer)."""
         live = backend_of(self.store)
-        return live.last_optimize if isinstance(live, EmbeddedShard) else None
+        return live.last_optimize if isinstance(live, OptimizeSteps) else None
 
     @property
     def running(self) -> bool:
@@ -161,8 +161,9 @@ class IndexMaintenance:
         """The index section of brain_stats."""
         state = self.store.index_state()
         steps = self._last_optimize()
+        quantization = getattr(self.store, "quantization", None)  # none / int8; None: keeps none
         return {
-            "quantization": self.store.quantization(),  # none / int8; None: keeps none
+            "quantization": quantization() if callable(quantization) else None,
             **state.as_dict(),
             "running": self.running or state.optimizing,
             "enabled": self.config.enabled,

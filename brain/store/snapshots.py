@@ -31,7 +31,7 @@ from brain.errors import InvalidArgument, StoreError
 from brain.store.guarded import GuardedStore
 from brain.store.integrity import Manifest, SpaceGuard, path_location, store_location
 from brain.store.snapshot_catalog import INFO, list_snapshots, snapshots_dir
-from brain.vector_store.base import EmbeddedShard, Filter, Match
+from brain.vector_store.base import Filter, Match, ShardFiles
 from brain.vector_store.forwarding import backend_of
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class StorageSection(Protocol):
 def shard_of(store: GuardedStore) -> Path | None:
     """The Edge shard directory behind the store; None for a Qdrant server."""
     live = backend_of(store)
-    return Path(live.path) if isinstance(live, EmbeddedShard) else None
+    return Path(live.path) if isinstance(live, ShardFiles) else None
 
 
 class Snapshots:

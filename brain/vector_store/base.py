@@ -296,28 +296,52 @@ class VectorStore(Protocol):
         False."""
 
 
+# What only an embedded store (Qdrant Edge, brain/vector_store/edge.py) offers beyond
+# VectorStore, one small capability each. A caller finds the backend under the store stack
+# (brain/vector_store/forwarding.py ``backend_of``) and tests it with ``isinstance``.
 @runtime_checkable
-class EmbeddedShard(Protocol):
-    """What only an embedded store (Qdrant Edge, brain/vector_store/edge.py) offers beyond
-    :class:`VectorStore`: its files, and the bookkeeping of its optimizer, which runs in a
-    child process on a copy. A caller finds the backend under the store stack
-    (brain/vector_store/forwarding.py ``backend_of``) and tests it with ``isinstance``."""
+class ShardFiles(Protocol):
+    """The store's files on disk."""
 
     path: Path  # the shard's directory
-    last_optimize: dict[str, float]  # seconds per step of the last optimization
-    payload_rewrite: str | None  # a rewrite of every payload the next optimization makes
-    rewrites_done: set[str]  # the rewrites an optimization has swapped in
-    indexes_stale: bool  # payload indexes an older version built otherwise than declared
 
     @property
     def aside_path(self) -> Path:
         """Where an interrupted swap left the previous shard."""
 
+
+@runtime_checkable
+class OptimizeSteps(Protocol):
+    """The optimizer's bookkeeping (it runs in a child process on a copy)."""
+
+    last_optimize: dict[str, float]  # seconds (and counts) per step of the last optimization
+
+
+@runtime_checkable
+class CancelsOptimize(Protocol):
     def cancel_optimize(self) -> None:
         """Give up an optimization in progress; the store stays as it was before it."""
 
+
+@runtime_checkable
+class QuantizedSegments(Protocol):
     def quantized_segments(self) -> tuple[int, int]:
         """(indexed segments, of which quantized)."""
+
+
+@runtime_checkable
+class PayloadRewrites(Protocol):
+    """Payloads and payload indexes an optimization rewrites in its copy."""
+
+    payload_rewrite: str | None  # a rewrite of every payload the next optimization makes
+    rewrites_done: set[str]  # the rewrites an optimization has swapped in
+    indexes_stale: bool  # payload indexes an older version built otherwise than declared
+
+
+@runtime_checkable
+class EmbeddedShard(ShardFiles, OptimizeSteps, CancelsOptimize, QuantizedSegments,
+                    PayloadRewrites, Protocol):
+    """Every capability above: an embedded (Qdrant Edge) store."""
 
 
 @runtime_checkable

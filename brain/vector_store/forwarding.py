@@ -9,7 +9,8 @@ the contract lacks is an error at type-check time, not a surprise at run time.
 
 What only one backend offers (an embedded shard's files, its optimizer's bookkeeping) is not
 forwarded: a caller asks :func:`backend_of` for the store at the bottom of the stack and tests
-it against a capability Protocol (brain/vector_store/base.py ``EmbeddedShard``).
+it against a capability Protocol (brain/vector_store/base.py: ``ShardFiles``, ``OptimizeSteps``,
+``CancelsOptimize``, ``QuantizedSegments``, ``PayloadRewrites``, ``ServerCollection``).
 """
 
 from __future__ import annotations
