@@ -71,6 +71,16 @@ def test_no_getattr_pass_through_in_the_store_stack() -> None:
     assert found == {}, f"forward explicitly (ForwardingStore), never by __getattr__: {found}"
 
 
+def test_the_forwarding_store_writes_out_every_method_of_the_protocol() -> None:
+    """A method added to VectorStore must be forwarded explicitly, or no layer would have it."""
+    tree = ast.parse((ROOT / "brain/vector_store/base.py").read_text(encoding="utf-8"))
+    protocol = next(n for n in tree.body if isinstance(n, ast.ClassDef)
+                    and n.name == "VectorStore")
+    methods = {n.name for n in protocol.body if isinstance(n, ast.FunctionDef)}
+    assert len(methods) >= 20
+    assert methods - set(vars(ForwardingStore)) == set()
+
+
 # ------------------------------------------------------------------------------ (b)
 def _classes() -> dict[str, ast.ClassDef]:
     out: dict[str, ast.ClassDef] = {}
@@ -308,3 +318,25 @@ def test_a_model_switch_moves_the_tracking_layer_and_replaces_no_layer(
         assert {k for k, v in held.items() if v is not b.store} <= OWN_LAYERS
     finally:
         b.close()
+
+
+def test_the_stack_stamps_a_running_requests_notes_without_an_installer(brain: Brain) -> None:
+    """Request stamping is a layer the composition root builds in: a note written while a
+    forwarded call runs carries its id (so a retry can ask whether it was applied); one
+    written outside a call carries none."""
+    from brain.process.owner import find_request
+    from brain.store.stamping import REQUEST_FIELD, current_request
+
+    token = current_request.set("req-0001")
+    try:
+        stamped = brain.memory.add("a note written by a forwarded call", None).note["zk_id"]
+    finally:
+        current_request.reset(token)
+    plain = brain.memory.add("a note written by the owner itself", None).note["zk_id"]
+    found = find_request(brain, "req-0001")
+    assert found is not None and found["zk_id"] == stamped
+    assert find_request(brain, "req-0002") is None
+    stored = {p.payload["zk_id"]: p.payload for p in brain.store.scroll(None, limit=50)[0]
+              if p.payload.get("kind") == "note"}
+    assert stored[stamped][REQUEST_FIELD] == "req-0001"
+    assert REQUEST_FIELD not in stored[plain]
