@@ -37,7 +37,7 @@ from brain.embedding.remote import (
     embedding_status,
     endpoint_from_settings,
 )
-from brain.errors import DiskFull, ModelUnavailable, StoreError
+from brain.errors import ModelUnavailable
 from brain.files.service import FilesService
 from brain.generations.wiring import build_switch
 from brain.health import HealthConfig, HealthDeps, HealthService, HotFiles
@@ -57,15 +57,19 @@ from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
 from brain.store import integrity, recall_key
+from brain.store.degraded import open_server_or_standin
+from brain.store.guarded import GuardedStore
 from brain.store.index_maintenance import IndexConfig, IndexMaintenance
-from brain.store.meta import META_ID, StoreMeta
+from brain.store.meta import StoreMeta
 from brain.store.snapshots import Snapshots
+from brain.store.stamping import RequestStampingStore
 from brain.trust.identity import Identity
 from brain.trust.paths import PathPolicy
-from brain.vector_store import Match, VectorStore, build_store, scroll_all, server_checks
-from brain.vector_store.base import Filter
-from brain.vector_store.journal import JOURNAL, JournaledStore, Probe, WriteJournal, replay
-from brain.workers import WorkerRegistry
+from brain.vector_store import Match, VectorStore, build_store, scroll_all
+from brain.vector_store.base import Filter, PayloadRewrites, ServerCollection
+from brain.vector_store.forwarding import backend_of
+from brain.vector_store.journal import Probe
+from brain.workers import WorkerRegistry, run_every
 from brain.workflow.mistakes import MistakeService
 from brain.workflow.session import SessionService
 from config import Settings, WorkerSettings, current_secret
@@ -77,13 +81,13 @@ _ENRICHMENT_DEFAULT = WorkerSettings(enabled=True, interval_s=1.0)
 
 
 class Brain:
-    # Set by open(): the store as the services use it, and what was read from it.
-    store: VectorStore
+    # Set by open(): the store stack as every service holds it, and what was read from it.
+    store: GuardedStore
     meta: StoreMeta
     graph: LinkGraph
     embedder: Embedder
     memory: MemoryService
-    _guarded: integrity.GuardedStore  # the store itself, under any wrapper (snapshots copy it)
+    _tracked: generations.TrackedStore  # the stack's layer over the live generation
 
     def __init__(
         self,
@@ -138,7 +142,9 @@ class Brain:
         space = integrity.SpaceGuard(self.home, s.storage.min_free_mb)
         space.require("open the store", extra=integrity.space_to_open(raw))
         if self._store is None and (s.qdrant.url or s.qdrant.local_path):
-            raw = self._open_server_or_standin(raw, embedder.dimension)
+            served = open_server_or_standin(self.home, s.qdrant, raw, embedder.dimension,
+                                            iso(self.clock.now()), self._collection_name)
+            raw, self.probe, self._graph_file = served.store, served.probe, served.graph_file
         else:  # the store's own size: another configured model is a pending switch
             integrity.open_store(self.home, raw,
                                  generations.active_dimension(self.home) or embedder.dimension)
@@ -158,43 +164,14 @@ class Brain:
         self._opened = True
         self._recall_keys()
         self._stale_indexes()
-        self._start_thread("graph-saver", self._graph_saver)
-        self._start_thread("access-stamper", self._stamper)
+        self._start_thread("graph-saver", functools.partial(
+            run_every, self._stop, self.graph.save_interval, self.save_graph, "housekeeping"))
+        self._start_thread("access-stamper", functools.partial(
+            run_every, self._stop, lambda: 0.1, self._flush_due_stamps, "access stamp flush"))
         # Load the model now, off the request path: the first search should not pay for it.
         self._start_thread("embedder-warmup", self._warm_up)
         self._start_background()
         return self
-
-    def _open_server_or_standin(self, server: VectorStore, dimension: int) -> VectorStore:
-        """The Qdrant server's collection, with what a degraded run journaled replayed into
-        it; or, when the server does not answer, the embedded stand-in that journals every
-        write (brain/vector_store/journal.py)."""
-        s = self.settings
-        journal = WriteJournal(self.home / JOURNAL)
-        try:
-            integrity.open_store(self.home, server, dimension)
-        except StoreError as exc:
-            if not s.qdrant.url:
-                raise  # local mode has no server to wait for
-            log.warning("Qdrant server %s is unreachable at start (%s): serving from the "
-                        "embedded stand-in; writes are journaled for the server", s.qdrant.url,
-                        exc.message[:200])
-            standin = build_store(home=self.home, collection=f"degraded_{s.qdrant.collection}")
-            integrity.open_store(self.home, standin, dimension)
-            self.probe = Probe(s.qdrant.url, getattr(server, "ping", server.flush),
-                               degraded=True)
-            self.probe.reachable, self.probe.last_checked_at = False, iso(self.clock.now())
-            self._graph_file = self.home / "graph.degraded.json"
-            return cast(VectorStore, JournaledStore(standin, journal, skip_ids={META_ID}))
-        if journal.path.exists():
-            replayed = replay(journal, server)
-            log.info("replayed %d journaled writes into %s", replayed, s.qdrant.url)
-        if s.qdrant.url:
-            self.probe = Probe(s.qdrant.url, getattr(server, "ping", server.flush))
-            self.probe.reachable, self.probe.last_checked_at = True, iso(self.clock.now())
-            self.probe.server, self.probe.watch = server_checks.at_start(
-                s.qdrant, lambda: str(getattr(self.store, "collection", "")))
-        return server
 
     def _start_background(self) -> None:
         """The services with background work, in order: the scheduler and its jobs, then the
@@ -245,8 +222,7 @@ class Brain:
         if checked:
             integrity.check_counts(self.home, raw, manifest)
             integrity.check_sample(self.home, raw)
-        self._guarded = integrity.GuardedStore(raw, space, manifest)
-        self.store = self._guarded
+        self.store = self._assemble(raw, space, manifest)
         self.meta = StoreMeta(self.store)
         self.meta.load_or_init(embedder.record.id, embedder.dimension, iso(self.clock.now()),
                                quantization=self.store.quantization() or s.index.quantization)
@@ -272,6 +248,25 @@ class Brain:
             integrity.check_graph(self.home, self.graph, raw)
         return embedder
 
+    def _assemble(self, raw: VectorStore, space: integrity.SpaceGuard,
+                  manifest: integrity.Manifest) -> GuardedStore:
+        """The store stack, built once; every service holds its outermost layer. Top down: the
+        integrity guard (free space, the manifest, recall keys, pauses), request stamping
+        (a forwarded call's notes carry its id), the model switch's tracking (which
+        generation serves, the writes a kept generation must take over), the backend."""
+        self._tracked = generations.TrackedStore(raw)
+        return GuardedStore(RequestStampingStore(self._tracked), space, manifest)
+
+    @property
+    def _guarded(self) -> GuardedStore:
+        """The guard, which is the store itself (kept for the tests that name it)."""
+        return self.store
+
+    def _collection_name(self) -> str:
+        """The server collection the live generation is kept in ("" for an embedded store)."""
+        live = backend_of(self.store)
+        return live.collection if isinstance(live, ServerCollection) else ""
+
     def _recall_keys(self) -> None:
         """A store from before recall keys gets them (brain/store/recall_key.py); searches keep the
         full filter until it is done. An embedded store's notes are keyed in the copy an index
@@ -279,27 +274,26 @@ class Brain:
         s = self.settings
         reindex = None
         if not (s.qdrant.url or s.qdrant.local_path):
-            edge = self._guarded.inner
-            edge = getattr(edge, "inner", edge)  # under a model switch's TrackedStore
-            if not s.index.enabled or not hasattr(edge, "rewrites_done"):
+            edge = backend_of(self.store)
+            if not s.index.enabled or not isinstance(edge, PayloadRewrites):
                 reindex = lambda: False  # noqa: E731 - no index runs: the full filter stays
             else:
                 reindex = functools.partial(self._reindex_rewriting, edge, recall_key.REWRITE)
-        recall_key.at_open(self._guarded, self.meta, self._start_thread, self._stop, reindex)
+        recall_key.at_open(self.store, self.meta, self._start_thread, self._stop, reindex)
 
     def _stale_indexes(self) -> None:
         """A large embedded store whose payload indexes an older version built (in RAM, with
         HNSW links for every field) gets them built as declared in an index run's copy, now,
         off the request path; a small one had them rebuilt as it opened."""
-        edge = getattr(self._guarded.inner, "inner", self._guarded.inner)
-        if getattr(edge, "indexes_stale", False) and self.settings.index.enabled:
+        edge = backend_of(self.store)
+        if isinstance(edge, PayloadRewrites) and edge.indexes_stale and self.settings.index.enabled:
             self._start_thread("index-rebuild", self._rebuild_stale_indexes)
 
     def _rebuild_stale_indexes(self) -> None:
         self.index_maintenance.run("payload indexes built otherwise than declared: rebuilt "
                                    "in the optimized copy")
 
-    def _reindex_rewriting(self, edge: Any, target: str) -> bool:
+    def _reindex_rewriting(self, edge: PayloadRewrites, target: str) -> bool:
         """Run index maintenance until a run that rewrote every payload by ``target`` has
         swapped in (a run already going on when it was asked for does not count)."""
         edge.payload_rewrite = target
@@ -331,7 +325,7 @@ class Brain:
         s = self.settings
         return build_switch(
             home=self.home, qdrant=s.qdrant, embedding=s.embedding,
-            index_min_vectors=s.index.min_unindexed, guarded=self._guarded,
+            index_min_vectors=s.index.min_unindexed, guarded=self.store, tracked=self._tracked,
             embedder=cast(generations.SwitchableEmbedder, self.embedder), meta=self.meta,
             gate=self.gate,
             endpoint=self._endpoint(), pending=lambda: self.pending_model,
@@ -409,7 +403,7 @@ class Brain:
 
     @functools.cached_property
     def snapshots(self) -> Snapshots:
-        return Snapshots(self._guarded, self.home, self.settings.storage, lambda: self.meta.model)
+        return Snapshots(self.store, self.home, self.settings.storage, lambda: self.meta.model)
 
     @functools.cached_property
     def agentic(self) -> AgenticService:
@@ -605,15 +599,6 @@ class Brain:
             self.graph.seq = self.meta.graph_saved()
             self.graph.save()
 
-    def _graph_saver(self) -> None:
-        while not self._stop.wait(self.graph.save_interval()):
-            try:
-                self.save_graph()
-            except DiskFull:
-                pass  # logged by the space guard; retried on the next tick
-            except Exception:  # noqa: BLE001 - retried on the next tick
-                log.exception("housekeeping failed")
-
     def _warm_up(self) -> None:
         if isinstance(getattr(self.embedder, "inner", self.embedder), RemoteEmbedder):
             return  # nothing to load, and a call to a paid endpoint costs
@@ -622,16 +607,9 @@ class Brain:
         except Exception:  # noqa: BLE001 - the first real call reports the error
             log.exception("embedding model warm-up failed")
 
-    def _stamper(self) -> None:
-        while not self._stop.wait(0.1):
-            if not self.memory.stamps.due():
-                continue
-            try:
-                self.memory.flush_stamps()
-            except DiskFull:
-                pass  # logged by the space guard once a minute; retried on the next tick
-            except Exception:  # noqa: BLE001 - retried on the next tick
-                log.exception("access stamp flush failed")
+    def _flush_due_stamps(self) -> None:
+        if self.memory.stamps.due():
+            self.memory.flush_stamps()
 
     def _start_thread(self, name: str, target: Callable[[], None]) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)

@@ -25,12 +25,27 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from brain.clock import Clock
-from brain.errors import InvalidArgument
+from brain.errors import DiskFull, InvalidArgument
 from brain.store.meta import StoreMeta
 
 log = logging.getLogger(__name__)
 
 WorkerFn = Callable[[], dict[str, Any] | None]
+
+
+def run_every(stop: threading.Event, interval_s: Callable[[], float], work: Callable[[], None],
+              what: str) -> None:
+    """A thread's loop: ``work`` every ``interval_s()`` seconds until ``stop`` is set (the
+    brain's graph saver and access stamper, which run more often than the scheduler ticks).
+    A failure is retried on the next tick: a full disk silently (the space guard logs it once
+    a minute), anything else with its traceback."""
+    while not stop.wait(interval_s()):
+        try:
+            work()
+        except DiskFull:
+            pass
+        except Exception:  # noqa: BLE001 - retried on the next tick
+            log.exception("%s failed", what)
 
 
 class WorkerSection(Protocol):

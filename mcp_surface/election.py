@@ -172,7 +172,6 @@ class Router:
                 self.failed = exc  # this process's calls get the reason, not a 30 s wait
                 raise
         t1 = time.monotonic()
-        own.install_request_stamping(brain)
         own.record_open(self.home, self.kind)
         self.state.brain = brain
         await anyio.to_thread.run_sync(drain_hook_spool, brain)  # hooks run while none owned it

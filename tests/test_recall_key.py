@@ -19,6 +19,8 @@ from brain.notes import point_id
 from brain.store import recall_key
 from brain.trust.identity import Identity, acting_as
 from brain.vector_store import Filter, Point, scroll_all
+from brain.vector_store.base import EmbeddedShard
+from brain.vector_store.forwarding import backend_of
 
 A1, A2, B1 = Identity("alice", "a1"), Identity("alice", "a2"), Identity("bob", "b1")
 
@@ -191,7 +193,8 @@ def test_an_index_run_keys_a_large_store_in_the_copy_it_optimizes(brain: Brain) 
                for i, v in enumerate(("shared", "private", "shared"))]
     brain.store.inner.set_payload([point_id(z) for z in zks], {recall_key.FIELD: []})
     brain.meta.set(**{recall_key.MARK: None})
-    edge = getattr(brain._guarded.inner, "inner", brain._guarded.inner)
+    edge = backend_of(brain.store)
+    assert isinstance(edge, EmbeddedShard)
     recall_key.at_open(brain._guarded, brain.meta, lambda name, fn: fn(), brain._stop,
                        reindex=lambda: brain._reindex_rewriting(edge, recall_key.REWRITE),
                        inline_max=0)

@@ -7,8 +7,8 @@ store wrapper that records what a target generation must take over.
 - :class:`SwitchableEmbedder` is the embedder every service holds; the swap points it at the
   new model. Each call notes, per thread, which swap epoch embedded the thread's last
   vectors.
-- :class:`TrackedStore` sits under the integrity guard (``GuardedStore.inner``): it forwards
-  to the live generation, appends the ids of every write to the dirty log first, and, for
+- :class:`TrackedStore` is the store stack's layer over the backend (brain/app.py builds it
+  once; the swap tells it which generation to serve): it forwards to the live generation, appends the ids of every write to the dirty log first, and, for
   work outside a tool call (sync, file indexing, enrichment), keeps the models apart on its
   own: a dense query from a thread whose last vectors came from the previous model runs on
   the previous generation (while it is open), and a point written with such vectors, or
@@ -26,7 +26,8 @@ import numpy as np
 
 from brain.generations.state import DirtyLog
 from brain.store.meta import META_ID
-from brain.vector_store import Filter, Hit, Point, SparseVector, scroll_all
+from brain.vector_store import Filter, Hit, Point, VectorStore, scroll_all
+from brain.vector_store.forwarding import ForwardingStore
 
 _local = threading.local()
 
@@ -101,12 +102,20 @@ class SwitchableEmbedder:
         self.record = inner.record
         self.gate = gate
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cur[0], name)
-
     @property
     def inner(self) -> Any:
         return self._cur[0]
+
+    # What some embedders offer beyond the Embedder protocol, asked for with getattr by
+    # embedding_status and the search warnings (a remote model's budget and credential), and
+    # the runtime a local model runs on: None where the model in use has none.
+    @property
+    def status(self) -> Callable[[], dict[str, Any]] | None:
+        return getattr(self._cur[0], "status", None)
+
+    @property
+    def backend(self) -> str | None:
+        return getattr(self._cur[0], "backend", None)
 
     @property
     def epoch(self) -> int:
@@ -139,23 +148,38 @@ class SwitchableEmbedder:
 Reembed = Callable[[list[Point]], list[Point]]
 
 
-class TrackedStore:
-    """The live generation, with every write's ids logged for the target generation."""
+class TrackedStore(ForwardingStore):
+    """The live generation, with every write's ids logged for the target generation.
+
+    Built once by the composition root (brain/app.py) as a layer of the store stack; the model
+    switch never replaces it, it tells it what to do: :meth:`log_to` a target generation's
+    dirty log, :meth:`serve` another generation at a swap, :meth:`forget_previous`."""
 
     def __init__(
-        self, inner: Any, dirty: DirtyLog | None, *, epoch: int, model: str,
-        reembed: Reembed | None = None, previous: Any = None,
+        self, inner: VectorStore, dirty: DirtyLog | None = None, *, epoch: int = 0,
+        model: str = "", reembed: Reembed | None = None, previous: VectorStore | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.dirty = dirty
         self.epoch = epoch  # the embedder epoch whose model built this generation
         self.model = model
         self.reembed = reembed
         self.previous = previous  # the generation before the swap, while it is open
-        self.backend = inner.backend
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    def log_to(self, dirty: DirtyLog | None) -> None:
+        """Log the ids of every write from now on to ``dirty`` (None: log nothing)."""
+        self.dirty = dirty
+
+    def serve(self, generation: VectorStore, dirty: DirtyLog | None, *, epoch: int, model: str,
+              reembed: Reembed | None, previous: VectorStore | None) -> None:
+        """Forward to ``generation`` from now on (the swap, with the gate and writes held)."""
+        self.inner, self.backend = generation, generation.backend
+        self.dirty, self.epoch, self.model = dirty, epoch, model
+        self.reembed, self.previous = reembed, previous
+
+    def forget_previous(self) -> None:
+        """The generation before the swap is closed or dropped: answer every query here."""
+        self.previous = None
 
     def _log(self, ids: Sequence[str]) -> None:
         if self.dirty is not None:
@@ -202,21 +226,14 @@ class TrackedStore:
         epoch = _thread_epoch()
         if epoch is not None and epoch != self.epoch and self.previous is not None:
             # Embedded by the model of the generation before the swap: answered there.
-            return self.previous.query_dense(  # type: ignore[no-any-return]
-                vector, flt, limit, exact, fields)
-        return self.inner.query_dense(vector, flt, limit, exact, fields)  # type: ignore[no-any-return]
-
-    def query_sparse(
-        self, vector: SparseVector, flt: Filter | None, limit: int,
-        fields: Sequence[str] | None = None,
-    ) -> list[Hit]:
-        return self.inner.query_sparse(vector, flt, limit, fields)  # type: ignore[no-any-return]
+            return self.previous.query_dense(vector, flt, limit, exact, fields)
+        return self.inner.query_dense(vector, flt, limit, exact, fields)
 
     def retrieve(self, ids: Sequence[str], with_vectors: bool = False,
                  with_payload: bool = True) -> list[Point]:
         if with_vectors:
             _note_epoch(self.epoch)
-        return self.inner.retrieve(ids, with_vectors, with_payload)  # type: ignore[no-any-return]
+        return self.inner.retrieve(ids, with_vectors, with_payload)
 
     def scroll(
         self, flt: Filter | None, limit: int = 256, offset: str | None = None,
@@ -224,4 +241,4 @@ class TrackedStore:
     ) -> tuple[list[Point], str | None]:
         if with_vectors:
             _note_epoch(self.epoch)
-        return self.inner.scroll(flt, limit, offset, with_vectors)  # type: ignore[no-any-return]
+        return self.inner.scroll(flt, limit, offset, with_vectors)

@@ -28,7 +28,8 @@ from brain.errors import ActionInProgress, Conflict, InvalidArgument
 from brain.generations import state as st
 from brain.generations.live import Gate, SwitchableEmbedder, TrackedStore
 from brain.generations.rebuild import Pace, Rebuilder, Reembedder, dense_text, take_over
-from brain.store import integrity
+from brain.store.guarded import GuardedStore
+from brain.store.integrity import Manifest, store_location
 from brain.store.meta import META_ID, StoreMeta
 from brain.vector_store import Filter, Match, Point, VectorStore
 
@@ -40,7 +41,8 @@ SAMPLE = 32  # texts an estimate embeds
 @dataclass(frozen=True)
 class SwitchDeps:
     home: Path
-    guarded: integrity.GuardedStore  # the store the services hold
+    guarded: GuardedStore  # the store the services hold, the outermost layer of the stack
+    tracked: TrackedStore  # the stack's layer over the live generation (built by brain/app.py)
     embedder: SwitchableEmbedder  # the embedder the services hold
     meta: StoreMeta
     gate: Gate
@@ -74,11 +76,12 @@ class ModelSwitch:
         self.endpoints: Mapping[str, Any] = {}
         # The configured embedding provider: a command's named model is looked up there.
         self.provider = "local"
-        self.tracked: TrackedStore | None = None
+        self.tracked = deps.tracked
 
     # ------------------------------------------------------------------ lifecycle
     def attach(self) -> None:
-        """Put the write log under the store's guard; an interrupted rebuild is paused."""
+        """Start logging the writes a kept generation must take over; an interrupted rebuild
+        is paused."""
         s = self.state
         before = s.as_dict()
         s.active_model = s.active_model or self.d.meta.model
@@ -89,9 +92,8 @@ class ModelSwitch:
                 "`brain model resume` carries on from the last finished batch"
         if s.as_dict() != before:
             st.save(self.d.home, s)
-        self.tracked = TrackedStore(self.d.guarded.inner, self._dirty(),
-                                    epoch=self.d.embedder.epoch, model=self.d.meta.model)
-        self.d.guarded.inner = self.tracked
+        self.tracked.serve(self.tracked.inner, self._dirty(), epoch=self.d.embedder.epoch,
+                           model=self.d.meta.model, reembed=None, previous=None)
 
     def _dirty(self) -> st.DirtyLog | None:
         rb = self.state.rebuild
@@ -108,8 +110,7 @@ class ModelSwitch:
                 if store is not None:
                     store.close()
             self.target = self.previous = None
-            if self.tracked is not None:
-                self.tracked.previous = None
+            self.tracked.forget_previous()
 
     def _stop_rebuilder(self, reason: str) -> None:
         r = self.rebuilder
@@ -199,8 +200,7 @@ class ModelSwitch:
                                    total=max(0, int(self.d.guarded.count(None)) - 1),
                                    started_at=self.d.now())
             st.save(self.d.home, s)
-            assert self.tracked is not None
-            self.tracked.dirty = log_  # from here on, every write is logged for gen N+1
+            self.tracked.log_to(log_)  # from here on, every write is logged for gen N+1
             self._start(emb)
             return self.status()
 
@@ -243,8 +243,7 @@ class ModelSwitch:
             if rb.status == "complete":
                 raise Conflict("the rebuild completed before the cancel: `brain model "
                                "rollback` goes back")
-            assert self.tracked is not None
-            self.tracked.dirty = None
+            self.tracked.log_to(None)
             st.DirtyLog.for_generation(self.d.home, rb.generation).remove()
             self.d.drop_generation(self.target, rb.generation)
             self.target = None
@@ -276,9 +275,8 @@ class ModelSwitch:
             s = self.state
             if s.previous is None:
                 raise Conflict("no previous generation to drop")
-            if self.tracked is not None:
-                self.tracked.dirty = None
-                self.tracked.previous = None
+            self.tracked.log_to(None)
+            self.tracked.forget_previous()
             st.DirtyLog.for_generation(self.d.home, s.previous).remove()
             self.d.drop_generation(self.previous, s.previous)
             self.previous = None
@@ -300,7 +298,6 @@ class ModelSwitch:
                  model: str, rebuilder: Rebuilder | None = None) -> None:
         """Make ``store`` (generation ``gen``, of ``model``) the active generation."""
         d, s = self.d, self.state
-        assert self.tracked is not None
         with d.gate.exclusive(), d.guarded.paused():
             if rebuilder is not None:
                 if rebuilder.stop.is_set():
@@ -323,7 +320,7 @@ class ModelSwitch:
             back = st.DirtyLog.for_generation(d.home, old_gen)
             back.remove()
             st.save(d.home, done)  # the decision: from here on a start opens generation gen
-            manifest = integrity.Manifest(d.home, integrity.store_location(store, d.home))
+            manifest = Manifest(d.home, store_location(store, d.home))
             try:
                 manifest.save(int(store.count(None)))
             except OSError as exc:  # a start records a new baseline for the new location
@@ -331,10 +328,9 @@ class ModelSwitch:
             # Nothing below can fail: the pointers move together, under the hold.
             d.embedder.switch(reembed.embedder)
             active = Reembedder(reembed.embedder, model, self.cfg.pool_long_text)
-            self.tracked = TrackedStore(store, back, epoch=d.embedder.epoch, model=model,
-                                        reembed=active, previous=old)
-            d.guarded.inner = self.tracked
-            d.guarded.manifest = manifest
+            self.tracked.serve(store, back, epoch=d.embedder.epoch, model=model,
+                               reembed=active, previous=old)
+            d.guarded.follow(manifest)
             d.meta.data.update(payload)
             self.previous = old
             rb = s.rebuild

@@ -10,11 +10,11 @@ from typing import Any
 
 from brain.embedding.registry import Embedder, build_embedder, resolve_record
 from brain.embedding.remote import RemoteEndpoint
-from brain.generations.live import Gate, SwitchableEmbedder
+from brain.generations.live import Gate, SwitchableEmbedder, TrackedStore
 from brain.generations.rebuild import IDLE_BATCH
 from brain.generations.service import ModelSwitch, SwitchConfig, SwitchDeps
 from brain.generations.state import Target
-from brain.store import integrity
+from brain.store.guarded import GuardedStore
 from brain.store.meta import StoreMeta
 from brain.vector_store import VectorStore, build_store
 from config import EmbeddingSettings, QdrantSettings
@@ -32,7 +32,7 @@ def target_of(embedding: EmbeddingSettings) -> Target:
 
 def build_switch(
     *, home: Path, qdrant: QdrantSettings, embedding: EmbeddingSettings,
-    index_min_vectors: int, guarded: integrity.GuardedStore, embedder: SwitchableEmbedder,
+    index_min_vectors: int, guarded: GuardedStore, tracked: TrackedStore, embedder: SwitchableEmbedder,
     meta: StoreMeta, gate: Gate, endpoint: RemoteEndpoint, pending: Callable[[], str | None],
     on_swap: Callable[[str], None], pool_long_text: bool, now: Callable[[], str],
     embedder_factory: Callable[[Target], Embedder] | None = None,
@@ -78,7 +78,7 @@ def build_switch(
         return Target(model, 0, embedding.provider)
 
     deps = SwitchDeps(
-        home=home, guarded=guarded, embedder=embedder, meta=meta, gate=gate,
+        home=home, guarded=guarded, tracked=tracked, embedder=embedder, meta=meta, gate=gate,
         open_generation=open_generation, drop_generation=drop_generation,
         build_embedder=make_embedder, pending=pending_target, on_swap=on_swap, now=now,
     )

@@ -24,6 +24,8 @@ from typing import Any
 from brain.embedding.bm25 import BM25Encoder
 from brain.health.scan import VECTOR_KINDS, bm25_text
 from brain.vector_store import SPARSE, Filter, HasVector, MatchAny, VectorStore
+from brain.vector_store.base import QuantizedSegments
+from brain.vector_store.forwarding import backend_of
 
 BM25_EXAMINED = 10_000  # points without a BM25 vector the report looks at, at most
 
@@ -43,9 +45,9 @@ def quantization_state(store: VectorStore, setting: str, recorded: str | None) -
     out: dict[str, Any] = {"setting": setting, "store": mode, "recorded": recorded,
                            "supported": mode is not None,
                            "differs": mode is not None and mode != setting}
-    segments = getattr(store, "quantized_segments", None)
-    if mode is not None and callable(segments):
-        indexed, quantized = segments()
+    live = backend_of(store)
+    if mode is not None and isinstance(live, QuantizedSegments):
+        indexed, quantized = live.quantized_segments()
         out["indexed_segments"], out["quantized_segments"] = indexed, quantized
         # Configured but not rebuilt yet (a switch cut short): the action finishes it.
         out["incomplete"] = (mode == "int8" and quantized < indexed) or (

@@ -26,7 +26,7 @@ from brain.health.scan import ScanResult, bm25_text
 from brain.memory.core import keyword_text
 from brain.memory.graph import LinkGraph
 from brain.notes import point_id
-from brain.store.integrity import GuardedStore
+from brain.store.guarded import GuardedStore
 from brain.vector_store import Point, VectorStore
 
 BATCH = 64

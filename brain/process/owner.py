@@ -28,8 +28,7 @@ import os
 import secrets
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,8 +37,9 @@ from brain.errors import InvalidArgument, StoreLocked
 
 if TYPE_CHECKING:  # the brain these functions serve is built above them, in app.py
     from brain.app import Brain
+from brain.store.stamping import REQUEST_FIELD, RequestStampingStore, current_request
 from brain.trust.identity import Identity
-from brain.vector_store import Filter, Match, Point, VectorStore
+from brain.vector_store import Filter, Match
 
 LOCK_FILE = "owner.lock"
 INFO_FILE = "owner.json"
@@ -269,41 +269,8 @@ def socket_path(home: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------ request ids
-# A forwarded call carries a request id made by the calling process. While it runs, notes the
-# owner writes are stamped with it, so a call retried after the owner died mid-call can ask
-# "was this applied?" instead of writing twice.
-current_request: ContextVar[str | None] = ContextVar("brain_request_id", default=None)
-REQUEST_FIELD = "request_id"
-
-
-class RequestStampingStore:
-    """A VectorStore wrapper stamping new notes with the running request id."""
-
-    def __init__(self, inner: VectorStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def upsert(self, points: Sequence[Point]) -> None:
-        rid = current_request.get()
-        if rid:
-            points = [
-                Point(p.id, {**p.payload, REQUEST_FIELD: rid}, p.dense, p.sparse)
-                if p.payload.get("kind") == "note" and REQUEST_FIELD not in p.payload
-                else p
-                for p in points
-            ]
-        self._inner.upsert(points)
-
-
-def install_request_stamping(brain: Brain) -> None:
-    """Route the Brain's note writes through :class:`RequestStampingStore` (idempotent)."""
-    if isinstance(brain.store, RequestStampingStore):
-        return
-    wrapped = RequestStampingStore(brain.store)
-    brain.store = wrapped
-    brain.memory.store = wrapped
+# A forwarded call carries a request id made by the calling process; the store stack stamps
+# the notes written meanwhile with it (brain/store/stamping.py, installed by brain/app.py).
 
 
 def find_request(brain: Brain, request_id: str) -> dict[str, Any] | None:
@@ -324,7 +291,6 @@ __all__ = [
     "find_request",
     "held_message",
     "http_token",
-    "install_request_stamping",
     "load_tokens",
     "new_owner_token",
     "pid_alive",

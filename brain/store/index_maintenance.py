@@ -28,7 +28,8 @@ from typing import Any
 
 from brain.clock import Clock, iso
 from brain.errors import OptimizeAborted
-from brain.vector_store.base import IndexState, VectorStore
+from brain.vector_store.base import CancelsOptimize, IndexState, OptimizeSteps, VectorStore
+from brain.vector_store.forwarding import backend_of
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class IndexMaintenance:
         # that took no more writes kept them unindexed, every search reading them one by one.
         # Fewer replayed writes do not earn a run of their own: on a store that always takes a
         # few writes during a run, that rule alone would run back to back without end.
-        steps = getattr(self.store, "last_optimize", None) or {}
+        steps = self._last_optimize() or {}
         replayed = changed and float(steps.get("replayed") or 0) >= self.config.min_unindexed
         self._after = None if replayed else _shape(after)
         self._noop_unindexed = (after.unindexed or 0) if not changed else 0
@@ -143,9 +144,14 @@ class IndexMaintenance:
 
     def cancel(self) -> None:
         """Give up a run in progress (closing): the store stays as it was before it."""
-        cancel = getattr(self.store, "cancel_optimize", None)
-        if cancel is not None:
-            cancel()
+        live = backend_of(self.store)
+        if isinstance(live, CancelsOptimize):
+            live.cancel_optimize()
+
+    def _last_optimize(self) -> dict[str, float] | None:
+        """Seconds per step of the last optimization (an embedded store's optimizer)."""
+        live = backend_of(self.store)
+        return live.last_optimize if isinstance(live, OptimizeSteps) else None
 
     @property
     def running(self) -> bool:
@@ -154,7 +160,7 @@ class IndexMaintenance:
     def status(self) -> dict[str, Any]:
         """The index section of brain_stats."""
         state = self.store.index_state()
-        steps = getattr(self.store, "last_optimize", None)
+        steps = self._last_optimize()
         quantization = getattr(self.store, "quantization", None)  # none / int8; None: keeps none
         return {
             "quantization": quantization() if callable(quantization) else None,

@@ -20,7 +20,7 @@ fields get every combination, so a key matches exactly when the conditions it re
 (brain/trust/tenancy.py decides who sees what; :func:`keys` restates that rule over one payload,
 and tests/test_recall_key.py checks the two agree on every state a note goes through).
 
-Who keeps it true: the store the brain writes through (brain/store/integrity.py ``GuardedStore``)
+Who keeps it true: the store the brain writes through (brain/store/guarded.py ``GuardedStore``)
 computes the key on every upsert and on every payload change that touches an input, in the
 same write; a caller can never set it. A model switch re-stamps what it carries over
 (brain/generations/rebuild.py). A store from before keys gets them once (:func:`at_open`):
@@ -141,7 +141,7 @@ NOTES = Filter(must=(Match("kind", "note"),))
 
 
 class KeyedStore(Protocol):
-    """What the backfill needs of the brain's store (brain/store/integrity.py GuardedStore)."""
+    """What the backfill needs of the brain's store (brain/store/guarded.py GuardedStore)."""
 
     def held(self) -> AbstractContextManager[None]: ...
 

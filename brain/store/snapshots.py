@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from brain.errors import InvalidArgument, StoreError
-from brain.store.integrity import GuardedStore, Manifest, SpaceGuard, path_location, store_location
+from brain.store.guarded import GuardedStore
+from brain.store.integrity import Manifest, SpaceGuard, path_location, store_location
 from brain.store.snapshot_catalog import INFO, list_snapshots, snapshots_dir
-from brain.vector_store.base import Filter, Match
+from brain.vector_store.base import Filter, Match, ShardFiles
+from brain.vector_store.forwarding import backend_of
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +88,8 @@ class StorageSection(Protocol):
 
 def shard_of(store: GuardedStore) -> Path | None:
     """The Edge shard directory behind the store; None for a Qdrant server."""
-    shard = getattr(store.inner, "path", None)
-    return Path(shard) if shard is not None else None
+    live = backend_of(store)
+    return Path(live.path) if isinstance(live, ShardFiles) else None
 
 
 class Snapshots:
@@ -147,7 +149,7 @@ def take(
             _copy_tree(shard, tmp / "shard")
         info = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "created_ts": time.time(), "points": points, "notes": notes,
-                "location": store_location(store.inner, home), "model": model,
+                "location": store_location(backend_of(store), home), "model": model,
                 "sqlite": sqlite, "writes": writes}
         (tmp / INFO).write_text(json.dumps(info, indent=2), encoding="utf-8")
         tmp.rename(root / name)

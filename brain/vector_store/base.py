@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -293,6 +294,61 @@ class VectorStore(Protocol):
         changed. Reads and writes keep answering meanwhile; ``hold`` (when given) is entered
         around the short steps that must see no write. A backend with nothing to do returns
         False."""
+
+
+# What only an embedded store (Qdrant Edge, brain/vector_store/edge.py) offers beyond
+# VectorStore, one small capability each. A caller finds the backend under the store stack
+# (brain/vector_store/forwarding.py ``backend_of``) and tests it with ``isinstance``.
+@runtime_checkable
+class ShardFiles(Protocol):
+    """The store's files on disk."""
+
+    path: Path  # the shard's directory
+
+    @property
+    def aside_path(self) -> Path:
+        """Where an interrupted swap left the previous shard."""
+
+
+@runtime_checkable
+class OptimizeSteps(Protocol):
+    """The optimizer's bookkeeping (it runs in a child process on a copy)."""
+
+    last_optimize: dict[str, float]  # seconds (and counts) per step of the last optimization
+
+
+@runtime_checkable
+class CancelsOptimize(Protocol):
+    def cancel_optimize(self) -> None:
+        """Give up an optimization in progress; the store stays as it was before it."""
+
+
+@runtime_checkable
+class QuantizedSegments(Protocol):
+    def quantized_segments(self) -> tuple[int, int]:
+        """(indexed segments, of which quantized)."""
+
+
+@runtime_checkable
+class PayloadRewrites(Protocol):
+    """Payloads and payload indexes an optimization rewrites in its copy."""
+
+    payload_rewrite: str | None  # a rewrite of every payload the next optimization makes
+    rewrites_done: set[str]  # the rewrites an optimization has swapped in
+    indexes_stale: bool  # payload indexes an older version built otherwise than declared
+
+
+@runtime_checkable
+class EmbeddedShard(ShardFiles, OptimizeSteps, CancelsOptimize, QuantizedSegments,
+                    PayloadRewrites, Protocol):
+    """Every capability above: an embedded (Qdrant Edge) store."""
+
+
+@runtime_checkable
+class ServerCollection(Protocol):
+    """A store kept by a Qdrant server (or qdrant-client's local mode): its collection."""
+
+    collection: str
 
 
 def count_flags(store: VectorStore, ids: Sequence[str], field: str) -> tuple[int, int]:

@@ -29,6 +29,7 @@ from typing import Any
 from brain.errors import StoreError
 from brain.vector_store import base
 from brain.vector_store.base import Filter, Point, SparseVector, VectorStore
+from brain.vector_store.forwarding import ForwardingStore
 
 log = logging.getLogger("brain.degraded")
 
@@ -103,22 +104,16 @@ class WriteJournal:
         return sum(1 for _ in self.entries())
 
 
-class JournaledStore:
+class JournaledStore(ForwardingStore):
     """A store whose writes are journaled first (see the module docstring)."""
 
     def __init__(self, inner: VectorStore, journal: WriteJournal,
                  skip_ids: frozenset[str] | set[str] = frozenset()) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.journal = journal
         # The store's own meta record (model, dimension, graph sequence): the stand-in's
         # must never replace the server's.
         self.skip_ids = frozenset(skip_ids)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def open(self, dimension: int) -> None:
-        self.inner.open(dimension)
 
     def upsert(self, points: Sequence[Point]) -> None:
         keep = [p for p in points if p.id not in self.skip_ids]
