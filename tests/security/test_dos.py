@@ -348,7 +348,7 @@ def test_a_file_interrupted_again_and_again_is_failed_not_resumed(
     svc = FilesService(brain.files.deps, brain.settings.files)
     svc.start()
     try:
-        done = svc.wait(rec["id"], timeout=10)
+        done = svc.wait(rec["id"], timeout=HANG_S)
     finally:
         svc.close()
     assert done["status"] == "failed"
