@@ -73,7 +73,7 @@ def test_a_fit_for_other_features_or_with_bad_scales_is_refused() -> None:
 
 def test_the_committed_fit_loads_and_is_what_the_policy_applies(tmp_path: Path) -> None:
     committed = fusion_adapt.fitted()
-    assert committed is not None, "brain/search/fitted.py holds no fit: run bench.fusion_fit"
+    assert committed is not None, "brain/search/fitted.json holds no fit: run bench.fusion_fit"
     on = Brain(load_settings(home=tmp_path / "on"))
     off = Brain(load_settings(home=tmp_path / "off", retrieval={"adaptive_weight": False}))
     assert on.search_policy.adaptive == committed
