@@ -3,7 +3,7 @@ weights our server runs::
 
     python -m bench.embed_graphs [--queries 300] [--notes 640] [--json F]
 
-brain/embedding/onnx.py writes the fp32 file with each layer's attention fused (``fuse``) and,
+brain/embedding/onnx_export.py writes the fp32 file with each layer's attention fused (``fuse``) and,
 for the default ``onnx`` backend, that graph with its MatMul weights in 8 bits per block
 (``weights8``). This times, on this machine, the graphs side by side in one process, each on
 the session options the server uses: single synthetic queries (the sessions alternating per
@@ -40,7 +40,8 @@ def _embedder_on(base: Any, path: Path) -> Any:
 
 def compare(queries: int, notes: int) -> dict[str, Any]:
     from bench.synthetic import synthetic_notes, synthetic_queries
-    from brain.embedding.onnx import OnnxEmbedder, export_in_child
+    from brain.embedding.onnx import OnnxEmbedder
+    from brain.embedding.onnx_child import export_in_child
     from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder
 
     default = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")

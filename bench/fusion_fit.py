@@ -12,7 +12,8 @@ coefficient, so a feature that does not help stays at 0.
 
     python -m bench.fusion_fit TURN_STORE [--session SESSION_STORE] [--write] [--json OUT]
 
-``--write`` rewrites brain/search/fitted.py with the fitted values. The figures printed are
+``--write`` writes the fitted values to brain/search/fitted.json, the data file the product
+reads (brain/search/fitted.py); the bench writes no code. The figures printed are
 the simulation's (the legs ranked in this process); the product's own figures come from
 ``make bench`` (search_memory through the MCP client, the default row).
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pprint
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ KS = (1, 5, 10)
 GRID = np.round(np.arange(0.0, 1.0001, 0.025), 3)
 STEPS = (0.2, 0.1, 0.05, 0.02, 0.01)
 SWEEPS = 6
-FITTED_PY = Path(__file__).resolve().parent.parent / "brain" / "search" / "fitted.py"
+FITTED_JSON = Path(__file__).resolve().parent.parent / "brain" / "search" / "fitted.json"
 
 
 @dataclass
@@ -173,10 +173,13 @@ def report(levels: list[Level], base: float, p: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def write_fitted(p: dict[str, Any]) -> None:
-    head = FITTED_PY.read_text(encoding="utf-8").split("FITTED")[0]
-    FITTED_PY.write_text(head + "FITTED: dict[str, Any] = " + pprint.pformat(p, width=90)
-                         + "\n", encoding="utf-8")
+def write_fitted(p: dict[str, Any], path: Path | None = None) -> Path:
+    """Write the fit as JSON (atomically) where the product reads it; returns the file."""
+    target = path or FITTED_JSON
+    staged = target.with_name(target.name + ".tmp")
+    staged.write_text(json.dumps(p, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(staged, target)
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("turn", help="a LoCoMo turn-level store home")
     ap.add_argument("--session", default=None, help="a LoCoMo session-level store home")
     ap.add_argument("--data", default=None)
-    ap.add_argument("--write", action="store_true", help="rewrite brain/search/fitted.py")
+    ap.add_argument("--write", action="store_true", help="write brain/search/fitted.json")
     ap.add_argument("--json", default=None)
     ap.add_argument("--levels", default=None,
                     help="keep the collected legs' figures in this .npz and reuse them when it "
@@ -211,8 +214,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['adaptive']}  oracle {row['oracle']}", flush=True)
     print("fitted:", json.dumps(p), flush=True)
     if args.write:
-        write_fitted(p)
-        print(f"wrote {FITTED_PY}", flush=True)
+        print(f"wrote {write_fitted(p)}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"fitted": p, "figures": figures}, indent=2)
                                    + "\n", encoding="utf-8")

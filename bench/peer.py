@@ -548,7 +548,7 @@ def peer_model_file(embedder: Any, bundled: Path, which: str,
     the file our server runs (attention fused, brain/embedding/onnx.py)."""
     if which == "ours":
         return Path(embedder.model_file)
-    from brain.embedding.onnx import export_in_child
+    from brain.embedding.onnx_child import export_in_child
 
     plain = Path(embedder.plain_file)
     if not plain.is_file():

@@ -262,8 +262,9 @@ def test_parallel_legs_times_each_part_both_ways() -> None:
     assert out["points"] == 2_000
     for leg in ("dense", "sparse"):
         row = out[leg]
+        # Figures only: their values are the bench's (a loaded box moves the share).
         assert row["sequential_ms"] > 0 and row["two_threads_ms"] > 0
-        assert 0 < row["spinner_share"] < 2
+        assert row["spinner_share"] > 0
     both = out["embedding_and_dense"]
     assert all(both[k] > 0 for k in ("embedding_ms", "dense_ms", "one_after_the_other_ms",
                                      "overlapped_ms"))

@@ -11,6 +11,7 @@ from fastmcp.exceptions import ToolError
 from brain.app import Brain
 from brain.memory.decay import DAY, DecayPolicy, decay_score
 from config import WorkerSettings
+from tests.timing import HANG_S
 
 
 async def call(client, name: str, **args):  # noqa: ANN001, ANN201
@@ -148,7 +149,7 @@ def test_salience_decays_by_half_life_and_access_restarts_it(brain: Brain) -> No
     assert sal(x) == pytest.approx(0.125)
 
 
-def _wait_for(cond, timeout: float = 10.0) -> bool:  # noqa: ANN001
+def _wait_for(cond, timeout: float = HANG_S) -> bool:  # noqa: ANN001
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from brain.notes import point_id
 from config import Settings
 from tests.conftest import hash_embedder
 from tests.fake_llm import FakeLLM, llm_settings
+from tests.timing import HANG_S
 
 ZK = re.compile(r"\[(ZK-[0-9A-F]{8})\]")
 
@@ -301,15 +303,33 @@ def test_token_cap_pauses_the_queue_visibly(llm_brain_factory: Callable[..., Bra
     assert status["llm"]["paused_by_cap"] is True
 
 
+class HeldResponder(Responder):
+    """Holds every answer until ``release`` is set (or a hang's worth of time passed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        self.release.wait(2 * HANG_S)
+        return super().__call__(request)
+
+
 def test_write_path_does_not_wait_for_a_slow_model(home: Path) -> None:
-    with FakeLLM(Responder(delay_s=2.0)) as server:
-        b = make_llm_brain(home, server.base_url)
+    """The model answers nothing until the five adds are back. A write path that waited for
+    it would sit out the held answer (the client's timeout is as long), so the adds would
+    take a minute and find the model had answered; on time, they took no answer at all."""
+    model = HeldResponder()
+    with FakeLLM(model) as server:
+        b = make_llm_brain(home, server.base_url, timeout_s=2 * HANG_S)
         try:
-            started = time.perf_counter()
+            started = time.monotonic()
             for i in range(5):
                 b.memory.add(f"{QDRANT} variant {i}", "infra")
-            assert time.perf_counter() - started < 1.0  # 5 adds, each LLM call takes 2 s
+            assert time.monotonic() - started < HANG_S
+            assert model.calls == {}  # every add came back before the model answered once
         finally:
+            model.release.set()
             b.close()
 
 
@@ -357,6 +377,7 @@ def test_measure_add_latency_reports_both_p50s() -> None:
     from bench.agentic import measure_add_latency
 
     out = measure_add_latency(n=6, llm_delay_s=1.0)
+    # Figures are the bench's business; test_write_path_does_not_wait_for_a_slow_model
+    # holds the claim they show (an add never waits for the model).
     assert out["p50_ms_no_llm"] > 0 and out["p50_ms_llm"] > 0
-    assert out["p50_ms_llm"] < 500  # never the model's 1 s
     assert out["llm_calls_during_run"] >= 1  # the model was really being called

@@ -20,6 +20,7 @@ from fpdf import FPDF
 from brain.errors import FileNotFound, FileTooLarge, InvalidArgument
 from brain.files.service import FilesService, chunk_point_id, doc_chunks
 from brain.trust.identity import Identity, acting_as
+from tests.timing import HANG_S
 
 TOPICS = [
     "The contract renewal date is the first of March and requires written notice.",
@@ -352,7 +353,7 @@ def test_search_validates_limit_and_sees_only_ready_files(brain: Any, tmp_path: 
         assert svc.search("anything", limit=31) == []  # above the maximum: clamped
         rec = svc.ingest(write(tmp_path, "long.md", long_text()))
         assert gated.first_batch_done.wait(20)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + HANG_S
         while svc.count_points(rec["id"]) == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert svc.count_points(rec["id"]) > 0  # half written ...

@@ -9,6 +9,7 @@ from fastmcp.exceptions import ToolError
 
 from brain.app import Brain
 from brain.notes import point_id
+from tests.timing import HANG_S
 
 
 async def call(client, name: str, **args):  # noqa: ANN001, ANN201
@@ -70,7 +71,7 @@ def test_reclamation_worker_runs_on_the_moved_clock(brain: Brain) -> None:
     a = brain.memory.add("note to be reclaimed by the scheduler", "ops").note["zk_id"]
     brain.memory.forget(a)
     brain.clock.advance(days=8)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         if brain.store.retrieve([point_id(a)])[0].payload.get("kind") == "retired":
             break

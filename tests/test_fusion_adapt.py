@@ -73,7 +73,7 @@ def test_a_fit_for_other_features_or_with_bad_scales_is_refused() -> None:
 
 def test_the_committed_fit_loads_and_is_what_the_policy_applies(tmp_path: Path) -> None:
     committed = fusion_adapt.fitted()
-    assert committed is not None, "brain/search/fitted.py holds no fit: run bench.fusion_fit"
+    assert committed is not None, "brain/search/fitted.json holds no fit: run bench.fusion_fit"
     on = Brain(load_settings(home=tmp_path / "on"))
     off = Brain(load_settings(home=tmp_path / "off", retrieval={"adaptive_weight": False}))
     assert on.search_policy.adaptive == committed
@@ -122,12 +122,21 @@ def test_the_fit_learns_from_the_dev_half_only() -> None:
     assert fusion_fit.fit([scrambled], base=0.45) == p
 
 
-def test_write_fitted_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "fusion_fitted.py"
-    target.write_text(fusion_fit.FITTED_PY.read_text(encoding="utf-8"), encoding="utf-8")
-    monkeypatch.setattr(fusion_fit, "FITTED_PY", target)
+def test_write_fitted_round_trips(tmp_path: Path) -> None:
+    """The bench writes a data file, the product's reader loads the same rule from it."""
     rule: dict[str, Any] = {**_rule(terms=0.1).to_dict(), "shift": 0.02}
-    fusion_fit.write_fitted(rule)
-    scope: dict[str, Any] = {}
-    exec(compile(target.read_text(encoding="utf-8"), str(target), "exec"), scope)
-    assert AdaptiveWeight.from_dict(scope["FITTED"]) == AdaptiveWeight.from_dict(rule)
+    target = fusion_fit.write_fitted(rule, tmp_path / "fitted.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["fitted.json"]  # no staging file left
+    assert fusion_adapt.fitted(target) == AdaptiveWeight.from_dict(rule)
+    target.write_text("{}\n", encoding="utf-8")
+    assert fusion_adapt.fitted(target) is None  # no fit: the configured weight as is
+
+
+def test_the_bench_writes_the_file_the_product_reads_and_no_code() -> None:
+    from brain.search.fitted import fitted_path
+
+    assert fusion_fit.FITTED_JSON.resolve() == fitted_path().resolve()
+    assert not hasattr(fusion_fit, "FITTED_PY")
+    # Shipped with the package (a wheel without it would start with no fit).
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert 'brain = ["search/fitted.json"]' in pyproject

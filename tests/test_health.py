@@ -22,6 +22,7 @@ from brain.health.scan import FINDINGS
 from brain.notes import point_id
 from brain.sources.points import file_point_id
 from brain.vector_store import Filter, Match, Point, scroll_all
+from tests.timing import HANG_S
 
 
 def _w(root: Path, rel: str, text: str) -> None:
@@ -192,7 +193,7 @@ def test_gc_schedule_runs_on_the_injected_clock(brain: Brain, damaged: dict[str,
             assert st["next_ts"] <= brain.clock.now().timestamp()
     assert brain.health.scan()["findings"]["orphan_files"]["count"] == 1  # skipped
     with caplog.at_level(logging.INFO, logger="brain.health.service"):  # the next tick runs
-        deadline = time.monotonic() + 10  # the scheduler thread may take the tick first
+        deadline = time.monotonic() + HANG_S  # the scheduler thread may take the tick first
         while time.monotonic() < deadline and "started by schedule" not in caplog.text:
             brain.workers.tick()
             time.sleep(0.1)

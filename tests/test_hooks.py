@@ -56,7 +56,7 @@ def payload(name: str, project_dir: Path) -> dict[str, Any]:
 
 
 def run_hook(
-    event: str, data: dict[str, Any] | str, home: Path, *extra: str, timeout: float = 20
+    event: str, data: dict[str, Any] | str, home: Path, *extra: str, timeout: float = 60
 ) -> tuple[str, float, int]:
     """One hook process as Claude Code runs it: JSON on stdin, stdout read back."""
     stdin = data if isinstance(data, str) else json.dumps(data)
@@ -336,10 +336,12 @@ async def test_opencode_payload_and_plain_output(home: Path, project_dir: Path) 
 async def test_absent_owner_spools_redacted_and_next_server_drains(
     home: Path, project_dir: Path
 ) -> None:
-    out, took, code = run_hook(
+    out, _, code = run_hook(
         "post-tool", payload("post_tool_use_failure_bash.json", project_dir), home
     )
-    assert (out, code) == ("", 0) and took < 5
+    assert (out, code) == ("", 0)
+    log = home / "hooks.log"
+    assert "Deadline" not in (log.read_text() if log.exists() else "")  # spooled, not waited
     run_hook("post-tool", payload("post_tool_use_bash_success.json", project_dir), home)
     run_hook("pre-compact", payload("pre_compact.json", project_dir), home)
     # Same transcript at the end, then a Stop: one handoff, not three.
@@ -399,7 +401,7 @@ def test_stalled_owner_hits_the_deadline(home: Path, project_dir: Path) -> None:
     (home / "owner.json").write_text(json.dumps({"pid": os.getpid(), "address": str(sock_path)}))
     (home / "owner.token").write_text("t")
     try:
-        out, took, code = run_hook(
+        out, _, code = run_hook(
             "session-start",
             payload("session_start.json", project_dir),
             home,
@@ -407,21 +409,23 @@ def test_stalled_owner_hits_the_deadline(home: Path, project_dir: Path) -> None:
             "400",
         )
         assert (out, code) == ("", 0)
-        assert took < 3.0, took  # 0.4 s deadline + interpreter start on a loaded box
-        out, took, code = run_hook(
+        out, _, code = run_hook(
             "post-tool",
             payload("post_tool_use_failure_bash.json", project_dir),
             home,
             "--deadline-ms",
             "400",
         )
-        assert (out, code) == ("", 0) and took < 3.0
+        assert (out, code) == ("", 0)
     finally:
         stop.set()
         t.join()
         for s in held:
             s.close()
         calls.close()
+    # Both gave up at the deadline they were given (not the event's default), which
+    # run_hook's process timeout would have cut had the hook hung; how fast, on a loaded
+    # box, is not this test's business.
     log = (home / "hooks.log").read_text()
-    assert log.count("Deadline") == 2
+    assert log.count("Deadline: deadline of 0.40 s passed") == 2, log
     assert not (home / hook_client.SPOOL_FILE).exists()  # maybe applied: never spooled twice

@@ -15,6 +15,7 @@ from brain.clock import ManualClock
 from brain.errors import LLMError
 from brain.llm.router import ModelRouter, TokenCapReached
 from tests.fake_llm import FakeLLM
+from tests.timing import HANG_S
 
 SECRET = "sk-test-SECRET-123456"
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -114,12 +115,12 @@ def test_client_error_is_not_retried(fake_llm: FakeLLM) -> None:
 
 
 def test_slow_reply_times_out_then_raises(fake_llm: FakeLLM) -> None:
-    fake_llm.script(("sleep", 1.0, "slow"), ("sleep", 1.0, "slow"))
+    fake_llm.script(("sleep", 2 * HANG_S, "slow"), ("sleep", 2 * HANG_S, "slow"))
     router = make_router(fake_llm, timeout_s=0.3, max_retries=1)
     started = time.monotonic()
     with pytest.raises(LLMError) as caught:
         router.complete(HELLO, "fast")
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < HANG_S  # two 0.3 s timeouts, not the server's minutes
     assert "timed out" in caught.value.message
     assert router.status()["failures"] == 2
 

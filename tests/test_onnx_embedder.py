@@ -14,16 +14,9 @@ import numpy as np
 import pytest
 
 from brain.app import Brain
-from brain.embedding.onnx import (
-    BACKENDS,
-    W8_BLOCK,
-    W8_MIN_COSINE,
-    OnnxEmbedder,
-    Placement,
-    intra_op_threads,
-    placement,
-    spin_options,
-)
+from brain.embedding.onnx import BACKENDS, OnnxEmbedder
+from brain.embedding.onnx_quant import W8_BLOCK, W8_MIN_COSINE
+from brain.embedding.placement import Placement, intra_op_threads, placement, spin_options
 from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder, embed_passages
 from brain.errors import ModelUnavailable
 from brain.memory import RecallFilter
@@ -104,7 +97,8 @@ def test_int8_is_quantised_from_the_cached_fp32_export(onnx_cache: Path, tmp_pat
     refuse), and its vectors are the fp32 ones within int8's tolerance."""
     import onnxruntime as ort
 
-    from brain.embedding.onnx import export, export_in_child
+    from brain.embedding.onnx_child import export_in_child
+    from brain.embedding.onnx_export import export
 
     fp32 = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx-fp32")
     assert isinstance(fp32, OnnxEmbedder)
@@ -138,7 +132,9 @@ def test_the_fp32_file_runs_fused_attention_to_the_plain_graphs_vectors(
     export embeds."""
     import onnx
 
-    from brain.embedding.onnx import export_in_child, fuse, same_outputs
+    from brain.embedding.onnx_child import export_in_child
+    from brain.embedding.onnx_compare import same_outputs
+    from brain.embedding.onnx_export import fuse
 
     if onnx_embedder.backend != "onnx-fp32":
         pytest.skip("the fp32 graph (what the default's 8-bit weights come from)")
@@ -168,7 +164,7 @@ def test_the_fp32_file_runs_fused_attention_to_the_plain_graphs_vectors(
 
 def test_the_session_threads_do_not_spin_between_runs(onnx_embedder: OnnxEmbedder) -> None:
     """A server beside an agent leaves the CPUs to it between runs: the pool spins only
-    inside a run, for at most SPIN_US between operators (brain/embedding/onnx.py). Spinning as
+    inside a run, for at most SPIN_US between operators (brain/embedding/placement.py). Spinning as
     onnxruntime does by default burns ~40 ms of CPU after every run."""
     import onnxruntime as ort
 
@@ -323,7 +319,7 @@ def test_the_default_server_process_never_imports_torch(tmp_path: Path, onnx_cac
 def test_a_failed_export_is_a_typed_error(tmp_path: Path) -> None:
     """The export's child process fails (no model in the folder): ModelUnavailable saying
     why, and no file is left where the model would be."""
-    from brain.embedding.onnx import export_in_child
+    from brain.embedding.onnx_child import export_in_child
 
     out = tmp_path / "cache" / "model.onnx"
     with pytest.raises(ModelUnavailable, match="no config.json") as err:
@@ -381,18 +377,20 @@ def test_8_bit_weights_that_move_the_vectors_are_not_kept(
     the file; below the bar nothing is written (and a graph it cannot read, in the child, is
     a False too), and the embedder runs the fp32 graph instead."""
     import brain.embedding.onnx as oe
+    import brain.embedding.onnx_quant as quant
+    from brain.embedding.onnx_child import weights8_in_child
 
     if onnx_embedder.backend != "onnx":
         pytest.skip("the default backend's file")
     out = tmp_path / "w8.onnx"
-    monkeypatch.setattr(oe, "W8_MIN_COSINE", 1.01)  # a bar no quantised graph clears
-    assert not oe.weights8(onnx_embedder.fused_file, out, onnx_embedder.source)
-    assert not out.exists() and list(tmp_path.iterdir()) == [oe.refusal_of(out)]
-    assert "cosine" in oe.refusal_of(out).read_text(encoding="utf-8")
+    monkeypatch.setattr(quant, "W8_MIN_COSINE", 1.01)  # a bar no quantised graph clears
+    assert not quant.weights8(onnx_embedder.fused_file, out, onnx_embedder.source)
+    assert not out.exists() and list(tmp_path.iterdir()) == [quant.refusal_of(out)]
+    assert "cosine" in quant.refusal_of(out).read_text(encoding="utf-8")
     monkeypatch.undo()
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not an onnx graph")
-    assert not oe.weights8_in_child(broken, out, onnx_embedder.source)
+    assert not weights8_in_child(broken, out, onnx_embedder.source)
     assert not out.exists()
     # The embedder, its 8-bit file refused: the fused fp32 graph, torch's vectors.
     cache, fused = tmp_path / "cache", onnx_embedder.fused_file
@@ -406,7 +404,7 @@ def test_8_bit_weights_that_move_the_vectors_are_not_kept(
     assert float(emb.embed_query(TEXTS[0]) @ fp32.embed_query(TEXTS[0])) >= 0.99999
     assert not emb.model_file.exists()
     # A refusal on record: the next start runs the fp32 graph without quantising again.
-    oe.refusal_of(emb.model_file).write_text("moved\n", encoding="utf-8")
+    quant.refusal_of(emb.model_file).write_text("moved\n", encoding="utf-8")
     monkeypatch.setattr(oe, "weights8_in_child", lambda *a: pytest.fail("quantised again"))
     again = OnnxEmbedder(onnx_embedder.record, onnx_embedder.source, backend="onnx")
     assert again._model_path() == again.fused_file

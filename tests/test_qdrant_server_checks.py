@@ -25,6 +25,7 @@ from brain.vector_store.server_checks import (
     version_gap,
 )
 from config import QdrantSettings
+from tests.timing import HANG_S
 
 T0 = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 
@@ -193,7 +194,7 @@ def test_the_start_wires_both_and_the_watch_polls_on_its_interval(
     try:
         time.sleep(0.3)  # the baseline poll, then a few more
         qdrant.completed = [run("live-1", "indexing", points=(5000,), duration=2.0)]
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + HANG_S
         while OPTIMIZER_LOG not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:

@@ -17,6 +17,7 @@ from brain.embedding.bm25 import BM25Encoder
 from brain.vector_store import Match, Point
 from brain.vector_store.base import Filter
 from brain.vector_store.edge import EdgeStore
+from tests.timing import HANG_S
 
 DIM = 16
 bm25 = BM25Encoder()
@@ -240,7 +241,7 @@ def test_warming_asks_for_the_smallest_files_first_within_a_budget_and_skips_the
 
     # A budget that holds the two smaller segment files but not the vectors.
     assert heap.warm_files(root, budget=2 << 20) == (256 << 10) + (1 << 20)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while _cached_pages(root / "segments/a/links.bin") < 256 and time.monotonic() < deadline:
         time.sleep(0.05)  # the kernel reads ahead asynchronously
     assert _cached_pages(root / "segments/a/links.bin") == 256

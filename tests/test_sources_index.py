@@ -13,6 +13,7 @@ from brain.app import Brain
 from brain.errors import Conflict, InvalidArgument, PathOutsideSource, SourceNotFound
 from brain.sources.indexer import estimate_tokens
 from brain.vector_store import Filter, Match, MatchAny, scroll_all
+from tests.timing import HANG_S, CpuClock
 
 
 def _w(root: Path, rel: str, text: str) -> Path:
@@ -114,7 +115,8 @@ def test_resync_unchanged_embeds_nothing_and_edit_reembeds_only_changed(
     first = _sync(brain, "proj")
     again = _sync(brain, "proj")
     assert again["chunks_embedded"] == 0 and again["files_unchanged"] == first["files_indexed"]
-    assert again["elapsed_s"] <= max(0.05 * first["elapsed_s"], 0.25)
+    # Every file was skipped on its size and mtime: none read, chunked or re-stored.
+    assert again["files_indexed"] == again["files_refreshed"] == again["chunks_reused"] == 0
     _w(tree, "src/db.py", "import sqlite3\n\ndef connect():\n    return sqlite3.connect('y')\n")
     third = _sync(brain, "proj")
     assert third["files_indexed"] == 1 and third["chunks_embedded"] == 1
@@ -216,17 +218,25 @@ def test_cancel_stops_fast_and_next_sync_converges(brain: Brain, tmp_path: Path)
     _add(brain, root, "many")
     ix = brain.sources.indexer
     ix.embed_batch = 8
-    ix.on_embed = lambda batch: time.sleep(0.02)  # a slower model, so the sync is large
+    cancelled = threading.Event()
+    after_cancel: list[int] = []
+
+    def slow_model(batch: list[str]) -> None:  # a slower model, so the sync is large
+        if cancelled.is_set():
+            after_cancel.append(len(batch))
+        time.sleep(0.02)
+
+    ix.on_embed = slow_model
     job = brain.sources.sync("many")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while brain.sources.job(job["job_id"])["progress"].get("chunks_embedded", 0) < 40:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    t0 = time.monotonic()
+    cancelled.set()
     brain.sources.cancel(job["job_id"])
-    done = brain.sources.wait(job["job_id"], 10)
-    stop_s = time.monotonic() - t0
-    assert done["status"] == "cancelled" and stop_s < 2.0, (done, stop_s)
+    done = brain.sources.wait(job["job_id"], HANG_S)
+    # The cancel is checked before every batch: at most the batch in flight ends after it.
+    assert done["status"] == "cancelled" and len(after_cancel) <= 1, (done, after_cancel)
     partial = _index_set(brain, "many")
     assert partial  # what it indexed stays
     ix.on_embed = None
@@ -343,7 +353,7 @@ def test_auto_source_change_is_searchable_quickly(brain: Brain, tmp_path: Path) 
     t0 = time.monotonic()
     _w(root, "notes/new.md", "the quokka is a small marsupial\n")
     latency = None
-    while time.monotonic() - t0 < 10:
+    while time.monotonic() - t0 < HANG_S:
         if brain.sources.search("quokka", "filter")["count"]:
             latency = time.monotonic() - t0
             break
@@ -354,7 +364,7 @@ def test_auto_source_change_is_searchable_quickly(brain: Brain, tmp_path: Path) 
     print(f"auto source save-to-searchable latency: {latency:.2f}s")
     (root / "notes/new.md").unlink()
     t0 = time.monotonic()
-    while brain.sources.search("quokka", "filter")["count"] and time.monotonic() - t0 < 10:
+    while brain.sources.search("quokka", "filter")["count"] and time.monotonic() - t0 < HANG_S:
         time.sleep(0.05)
     assert brain.sources.search("quokka", "filter")["count"] == 0
 
@@ -377,10 +387,10 @@ def test_interval_scheduler_and_watcher_error_fallback(brain: Brain, tree: Path,
 def test_estimate_tokens_is_cheap_and_ordered() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("hello world") < estimate_tokens("hello world " * 10)
-    start = time.perf_counter()
+    clock = CpuClock()  # CPU time: a loaded machine stretches the wall clock, not this
     for _ in range(200):
         estimate_tokens("def f(x):\n    return x + 1\n" * 20)
-    assert time.perf_counter() - start < 1.0
+    assert clock.used() < 1.0  # no tokenizer behind it
 
 
 def test_stop_does_not_hang(brain: Brain, tree: Path) -> None:

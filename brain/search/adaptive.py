@@ -14,7 +14,7 @@ one coefficient per standardised feature, clipped to ``[low, high]``::
 
 The features (:data:`FEATURES`) come from the legs a search has already read, so the rule
 costs a pass over ~100 scores and no store call. Its values are fitted on the benchmarks'
-dev halves only by ``python -m bench.fusion_fit`` (which writes brain/search/fitted.py) and
+dev halves only by ``python -m bench.fusion_fit`` (which writes brain/search/fitted.json) and
 reported on the test halves; ``[retrieval] adaptive_weight = false`` turns it off.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from brain.vector_store import Hit
@@ -102,8 +103,10 @@ class AdaptiveWeight:
                 "high": self.high}
 
 
-def fitted() -> AdaptiveWeight | None:
-    """The committed fit (brain/search/fitted.py), or None when none has been made."""
-    from brain.search.fitted import FITTED
+def fitted(path: Path | None = None) -> AdaptiveWeight | None:
+    """The committed fit (brain/search/fitted.json, or the file at ``path``), or None when
+    none has been made."""
+    from brain.search.fitted import read_fitted
 
-    return AdaptiveWeight.from_dict(FITTED) if FITTED else None
+    values = read_fitted(path)
+    return AdaptiveWeight.from_dict(values) if values else None

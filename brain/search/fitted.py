@@ -1,19 +1,26 @@
-"""The adaptive dense weight's fitted values (brain/search/adaptive.py). Written by
-``python -m bench.fusion_fit --write``; do not edit by hand. Empty: no fit yet (the
-configured dense_weight applies as is)."""
+"""The adaptive dense weight's fitted values (brain/search/adaptive.py), read from
+``fitted.json`` beside this module (package data). ``python -m bench.fusion_fit --write``
+writes that file; the product only reads it. ``{}``: no fit yet (the configured
+dense_weight applies as is)."""
 
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
-FITTED: dict[str, Any] = {'coef': [0.0, 0.01, 0.0, 0.05, 0.0, 0.02, 0.0],
- 'features': ['terms',
-              'bm25_margin',
-              'bm25_per_term',
-              'agreement',
-              'dense_top',
-              'dense_spread',
-              'bm25_spread'],
- 'high': 0.95,
- 'low': 0.05,
- 'mean': [1.82261, 0.216331, 3.766262, 0.379135, 0.551223, 0.10919, 0.502014],
- 'scale': [0.278276, 0.181986, 1.784645, 0.231099, 0.117917, 0.057641, 0.174045],
- 'shift': -0.03}
+FITTED_FILE = "fitted.json"
+
+
+def fitted_path() -> Path:
+    """Where the committed fit lives (inside the installed package)."""
+    return Path(str(resources.files("brain.search").joinpath(FITTED_FILE)))
+
+
+def read_fitted(path: Path | None = None) -> dict[str, Any]:
+    """The fitted values at ``path`` (the committed file by default); ``{}`` when none."""
+    data = json.loads((path or fitted_path()).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path or fitted_path()}: a fit is a JSON object, got {type(data).__name__}")
+    return data

@@ -53,9 +53,10 @@ from mcp_surface import health as health_tools
 from mcp_surface import models as model_tools
 from mcp_surface import sources as source_tools
 from tests.security.schema_strategies import Known, arguments, base_arguments, sweep
+from tests.timing import HANG_S
 
 CALL_S = 5.0  # one call's bound; a loaded 2-core machine answers most in < 0.2 s
-SETTLE_S = 10.0  # how long work a successful call started may take before the next call
+SETTLE_S = HANG_S  # how long work a successful call started may take before the next call
 HEAVY = {"sources", "files", "consolidate_clusters", "deep_search"}
 # Random calls per tool grow with its properties (each call makes one or two of them
 # hostile), on top of the sweep (schema_strategies.sweep): near a minute in all on a loaded
