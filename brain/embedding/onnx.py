@@ -1,8 +1,9 @@
 """The ``onnx``, ``onnx-fp32`` and ``onnx-int8`` embedding backends: the same
 sentence-transformers model, exported once to ONNX and run by onnxruntime.
 
-On first use the model's transformer is exported with ``torch.onnx.export``, in a child
-process so that torch and transformers never load into the server (``onnx-fp32``: fp32,
+On first use the model's transformer is exported, in a child process: a BERT encoder is
+written from its weights without torch (:mod:`brain.embedding.bert_graph`), any other model
+with ``torch.onnx.export`` (the ``torch`` extra), kept out of the server (``onnx-fp32``: fp32,
 the same vectors as torch to cosine 0.9999999, with each layer's attention fused into one
 operator where the model is a BERT encoder, :func:`fuse`). ``onnx``, the default, runs that
 graph with its MatMul weights in 8 bits per block (:func:`weights8`, also in a child:
@@ -47,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from brain import heap
+from brain.embedding import bert_graph
 from brain.embedding.base import PromptedEncoder, normalise
 from brain.errors import ModelUnavailable
 
@@ -344,17 +346,38 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
     """Export ``source`` (a sentence-transformers folder) to an ONNX file at ``out``, with
     int8 weights when ``quantize``, else with its attention fused where :func:`fuse` can
     (``fused``). Returns the ONNX input names (empty when quantising an already exported
-    plain ``fp32`` file: then neither torch nor the model folder is read, seconds less, and
-    the result is what the export would have quantised)."""
+    plain ``fp32`` file: then the model folder is not read, seconds less, and the result is
+    what the export would have quantised). A BERT encoder is built without torch; any other
+    model needs torch (:func:`torch_export`)."""
     if quantize and fp32 is not None and fp32.is_file():
         _quantize(fp32, out)
         return []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        model_file = Path(tmp) / "model.onnx"
+        try:  # a BERT encoder is written from its weights: no torch (bert_graph.py)
+            names = bert_graph.build(source, model_file)
+        except ModelUnavailable as refused:
+            names = torch_export(source, model_file, refused)
+        if quantize:
+            _quantize(model_file, out)
+        elif not (fused and fuse(model_file, out, source)):
+            os.replace(model_file, out)
+    return names
+
+
+def torch_export(source: Path, model_file: Path, refused: ModelUnavailable) -> list[str]:
+    """``source`` exported with ``torch.onnx.export`` (a model :mod:`bert_graph` refused);
+    its input names. torch is an extra: without it, ``refused`` says why and what to install."""
     if not (source / "config.json").is_file():  # before the seconds torch takes to import
-        raise ModelUnavailable(f"{source} holds no transformers model (no config.json)")
+        raise refused
     import inspect
 
-    import torch
-    from transformers import AutoModel
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError:
+        raise refused from None
 
     try:  # attention as plain operators, the pattern fuse() matches (SDPA's does not)
         model = AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
@@ -372,21 +395,14 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
             return self.inner(**dict(zip(names, args, strict=True))).last_hidden_state
 
     example = tuple(torch.ones((2, 8), dtype=torch.long) for _ in names)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        model_file = Path(tmp) / "model.onnx"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                _Encoder(model), example, str(model_file), input_names=names,
-                output_names=["last_hidden_state"],
-                dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
-                opset_version=17, dynamo=False,
-            )
-        if quantize:
-            _quantize(model_file, out)
-        elif not (fused and fuse(model_file, out, source)):
-            os.replace(model_file, out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            _Encoder(model), example, str(model_file), input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
+            opset_version=17, dynamo=False,
+        )
     return names
 
 
@@ -416,8 +432,9 @@ def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None =
     if proc.returncode != 0 or not out.is_file():
         tail = " / ".join(proc.stderr.strip().splitlines()[-3:])
         raise ModelUnavailable(f"exporting {source} to ONNX failed (exit {proc.returncode}: "
-                               f"{tail}). Install torch and onnx (pip install torch onnx) for "
-                               "the export, or set BRAIN__EMBEDDING__BACKEND=torch.")
+                               f"{tail}). A model other than a BERT encoder needs torch for the "
+                               "export (pip install 'opencode-brain[torch]'), or set "
+                               "BRAIN__EMBEDDING__BACKEND=torch.")
 
 
 def refusal_of(out: Path) -> Path:
