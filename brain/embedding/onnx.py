@@ -243,11 +243,12 @@ def fuse(plain: Path, out: Path, source: Path) -> bool:
     try:
         from onnxruntime.transformers.optimizer import optimize_model
 
-        model = optimize_model(str(plain), model_type="bert", num_heads=int(heads),
-                               hidden_size=int(hidden), opt_level=1)
-        if not model.get_fused_operator_statistics().get("Attention"):
-            return False  # no attention pattern matched: nothing over the runtime's own
         with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            model = optimize_model(_basic_pass(plain, Path(tmp) / "basic.onnx"),
+                                   model_type="bert", num_heads=int(heads),
+                                   hidden_size=int(hidden), opt_level=0)
+            if not model.get_fused_operator_statistics().get("Attention"):
+                return False  # no attention pattern matched: nothing over the runtime's own
             fused = Path(tmp) / "fused.onnx"
             model.save_model_to_file(str(fused))
             if not same_outputs(plain, fused, vocab=int(cfg.get("vocab_size") or 20000)):
@@ -260,6 +261,21 @@ def fuse(plain: Path, out: Path, source: Path) -> bool:
     finally:
         root.setLevel(level)
     return True
+
+
+def _basic_pass(plain: Path, out: Path) -> str:
+    """``plain`` with onnxruntime's basic graph optimisations (constant folding, redundant
+    nodes) at ``out``: what ``optimize_model(opt_level=1)`` runs before its fusions, but that
+    imports torch (onnxruntime 1.32's optimizer.py, for a GPU check), which the default install
+    has not."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.optimized_model_filepath = str(out)
+    opts.log_severity_level = 3
+    ort.InferenceSession(str(plain), opts, providers=["CPUExecutionProvider"])
+    return str(out)
 
 
 def _probe(vocab: int) -> dict[str, np.ndarray]:
