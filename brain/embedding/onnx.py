@@ -433,9 +433,9 @@ def _child(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
                     fused: bool = True) -> None:
-    """:func:`export` in a child process (``python -m brain.embedding.onnx``). torch and
-    transformers, which the export needs, would otherwise stay loaded in the server for the
-    rest of its life (bench/rss_owner.py); the default path runs on onnxruntime alone. An
+    """:func:`export` in a child process (``python -m brain.embedding.onnx``). The export's
+    heap (and torch, for a model other than a BERT encoder) would otherwise stay in the server
+    for the rest of its life (bench/rss_owner.py); the default path runs on onnxruntime alone. An
     int8 file is quantised from ``fp32`` when that export is cached."""
     cmd = [str(source), str(out)]
     if quantize:
