@@ -292,3 +292,45 @@ def test_export_writes_the_built_graph_fused(tmp_path: Path) -> None:
     out = tmp_path / "fused.onnx"
     assert export(SOURCE, out, quantize=False) == list(bert_graph.INPUTS)
     assert _ops(out)["Attention"] == 6
+
+
+def test_the_builder_follows_the_config_of_another_bert(tmp_path: Path) -> None:
+    """A BERT of another shape (hidden 48, 4 heads, 3 layers, intermediate 80, its own
+    vocabulary, positions and epsilon), random weights saved under a ``bert.`` prefix as a
+    task model's checkpoint has them: the built graph gives transformers' hidden states."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from safetensors.numpy import save_file
+
+    cfg = {"model_type": "bert", "hidden_size": 48, "num_attention_heads": 4,
+           "num_hidden_layers": 3, "intermediate_size": 80, "vocab_size": 300,
+           "max_position_embeddings": 64, "type_vocab_size": 2, "layer_norm_eps": 1e-7,
+           "hidden_act": "gelu"}
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(**cfg), add_pooling_layer=False)
+    model.eval()
+    folder = tmp_path / "tiny-bert"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    save_file({f"bert.{k}": v.detach().numpy().copy() for k, v in model.state_dict().items()},
+              str(folder / "model.safetensors"))
+    bert_graph.build(folder, tmp_path / "tiny.onnx")
+
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, 300, size=(3, 21), dtype=np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 12:] = 0
+    mask[2, 3:] = 0
+    types = np.zeros_like(ids)
+    types[:, 10:] = 1
+    session = ort.InferenceSession(str(tmp_path / "tiny.onnx"), providers=["CPUExecutionProvider"])
+    built = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                               "token_type_ids": types})[0]
+    with torch.no_grad():
+        expected = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                         token_type_ids=torch.from_numpy(types)).last_hidden_state.numpy()
+    keep = mask.astype(bool)
+    assert built.shape == (3, 21, 48)
+    assert float(np.abs(built[keep] - expected[keep]).max()) < 1e-4
