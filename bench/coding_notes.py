@@ -6,7 +6,9 @@ HISTORY.md and module docstrings at a pinned commit (decisions, mistakes, fixes,
 context notes, release handoffs); committed, so the bench needs no network.
 
 Protocol: every stored note (``held_out`` false) is one ``add_memory`` in one project, with
-its ``note_kind``, tags and (for a mistake) context; each query is a ``search_memory`` there.
+its ``note_kind``, tags and (for a mistake) context; each query is a ``search_memory`` there
+(with the query's ``filters`` when it has some: a question about a handoff asks for the
+contextual kinds).
 
 - Answerable queries (gold ids): any@1 / any@5 / any@10 (some gold note in the top k) and
   MRR@10, per system row, on the dev / test halves (bench/splits.json, split by topic) and
@@ -71,6 +73,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.ranks: dict[str, list[int | None]] = {h: [] for h in HALVES}
+        self.by_kind: dict[str, list[int | None]] = {}  # whole set, by the query's note kind
         self.none: dict[str, dict[str, list[bool]]] = {h: {} for h in HALVES}
         self.top: dict[str, dict[str, list[float]]] = {h: {} for h in HALVES}
 
@@ -80,27 +83,29 @@ class Tally:
         abstained = not hits or res.get("answer") == "none"
         group = "answerable" if q["gold"] else "unanswerable"
         kinds = [group] + ([f"unanswerable: {q['unanswerable']}"] if not q["gold"] else [])
+        rank = next((i + 1 for i, z in enumerate(ids) if z in q["gold_zk"]), None)
+        if q["gold"]:
+            self.by_kind.setdefault(q["kind"], []).append(rank)
         for h in ("all", half) if half else ("all",):
             if q["gold"]:
-                rank = next((i + 1 for i, z in enumerate(ids) if z in q["gold_zk"]), None)
                 self.ranks[h].append(rank)
             for k in kinds:
                 self.none[h].setdefault(k, []).append(abstained)
                 if hits:
                     self.top[h].setdefault(k, []).append(float(hits[0].get("score") or 0.0))
 
+    @staticmethod
+    def _metrics(ranks: list[int | None]) -> dict[str, Any]:
+        n = len(ranks)
+        row: dict[str, Any] = {f"any@{k}": round(sum(1 for r in ranks if r and r <= k) / n, 4)
+                               for k in KS}
+        row["MRR@10"] = round(sum(1 / r for r in ranks if r and r <= 10) / n, 4)
+        row["n"] = n
+        return row
+
     def recall(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for h in HALVES:
-            ranks = self.ranks[h]
-            if not ranks:
-                continue
-            n = len(ranks)
-            row: dict[str, Any] = {f"any@{k}": round(sum(1 for r in ranks if r and r <= k) / n, 4)
-                                   for k in KS}
-            row["MRR@10"] = round(sum(1 / r for r in ranks if r and r <= 10) / n, 4)
-            row["n"] = n
-            out[h] = row
+        out: dict[str, Any] = {h: self._metrics(self.ranks[h]) for h in HALVES if self.ranks[h]}
+        out["by_kind"] = {k: self._metrics(v) for k, v in sorted(self.by_kind.items())}
         return out
 
     def abstention(self) -> dict[str, Any]:
@@ -118,7 +123,9 @@ async def _ask(client: Any, tool: str, data: dict[str, Any], args: dict[str, Any
                splits: dict[str, str]) -> Tally:
     tally = Tally()
     for q in data["queries"]:
-        res = await call(client, tool, {"query": q["query"], "project": data["project"], **args})
+        extra = {"filters": q["filters"]} if q.get("filters") else {}
+        res = await call(client, tool, {"query": q["query"], "project": data["project"],
+                                        **args, **extra})
         tally.add(q, res, splits.get(q["topic"]))
     return tally
 
@@ -136,7 +143,8 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]],
         t0 = time.perf_counter()
         for n in stored:
             args: dict[str, Any] = {"content": n["content"], "project": data["project"],
-                                    "note_kind": n["kind"], "tags": n["tags"]}
+                                    "note_kind": n.get("note_kind", n["kind"]),
+                                    "tags": n["tags"]}
             if n.get("context"):
                 args["context"] = n["context"]
             res = await call(client, "add_memory", args)
@@ -202,6 +210,13 @@ def section(data: dict[str, Any], describe: dict[str, str]) -> list[str]:
                [[name, describe.get(name, ""), *(row.get("dev", {}).get(c) for c in COLS),
                  *(row.get("test", {}).get(c) for c in COLS)] for name, row in systems.items()]),
         "",
+    ]
+    kinds = systems.get("default", {}).get("by_kind", {})
+    if kinds:
+        out += ["Default configuration, whole set, by the kind of note a query asks for:", "",
+                _table(["kind", "n", *COLS], [[k, v["n"], *(v.get(c) for c in COLS)]
+                                              for k, v in kinds.items()]), ""]
+    out += [
         "Abstention: share of searches answering empty or `answer: \"none\"`, and the top "
         "hit's score (p10 / p50 / p90):",
         "",

@@ -11,12 +11,18 @@ own record at one pinned commit:
   linked to its mistake (``fixes``). A Bugfixes entry whose failure cannot be told apart from
   its fix is a ``fix`` note alone;
 - ``project_context`` notes: what each module of ``src/requests`` does (its docstring) and
-  the classes and functions it defines;
+  the classes and functions it defines, stored as add_memory's ``general`` kind (what an agent
+  writes with add_memory; search_memory leaves the contextual kinds out unless asked);
 - ``session_summary`` (handoff-like) notes: one per release with at least three entries,
-  "completed" = that release's entries in short, "next" = the next release's.
+  "completed" = that release's entries in short, "next" = the next release's. Stored as
+  ``session_summary``; a question about a handoff passes ``filters.include_contextual``
+  (the query's ``filters``), as an agent looking for a past handoff would.
+
+A note's ``kind`` says what it is, its ``note_kind`` what add_memory is given.
 
 Queries are what a later task would ask: a template per note kind over the note's key terms
-(identifiers first, then its rarest words over the corpus), with a fixed synonym table as a
+(at most one identifier, none in half of the questions: the asker remembers the topic, not
+the name; then the words a few entries share, rarest first), with a fixed synonym table as a
 paraphrase, so a query is never the note's text. Each answerable query has gold note ids
 (a mistake query: the mistake and its fix; a fix query: the fix). Unanswerable queries (gold
 ``[]``) are of two kinds:
@@ -75,6 +81,10 @@ requests request python user users now new use used using uses ensure ensures ma
 properly correctly incorrectly some cases case issue issues bug bugs fixed fix fixes fixing
 would occur occurs occurred cause caused causing causes allow allows allowed added add adds
 adding support supports supported instead rather just still even already well like one two
+ability able breaking certain special component back basic instance update updates possible
+problem problems better various several many much first last whether within without always
+never another same different small large long short good wrong right result results resulted
+based related given specific general thing things able longer behavior behaviour around
 """.split())  # noqa: SIM905
 
 KEEP_ED = {"chunked", "deprecated", "embedded", "bundled", "signed", "unicode", "needed"}
@@ -223,11 +233,14 @@ def words(text: str) -> list[str]:
     return [w.lower().strip(".") for w in _WORD.findall(text)]
 
 
-def key_terms(text: str, df: Counter[str], n_docs: int, limit: int = 3) -> list[str]:
+def key_terms(text: str, df: Counter[str], n_docs: int, limit: int = 3,
+              names: int = 2) -> list[str]:
     """What a later question would name: identifiers (dotted, snake_case, CamelCase, calls)
     first, then the content words a few entries share (rarest first: the project's own
     vocabulary, not one entry's wording), then words of this entry alone. No stop words,
-    adverbs, past-tense verbs or version numbers."""
+    adverbs, past-tense verbs or version numbers. ``names`` caps the identifiers (0: a
+    question by someone who remembers the topic, not the name), unless too few words are
+    left without them."""
     idents: list[str] = []
     for tok in re.findall(r"[A-Za-z_][\w.]*\(?\)?", text):
         tok = tok.rstrip(".")
@@ -241,7 +254,8 @@ def key_terms(text: str, df: Counter[str], n_docs: int, limit: int = 3) -> list[
     shared = sorted((w for w in plain if 2 <= df.get(w, 0) <= n_docs // 15),
                     key=lambda w: (df[w], w))
     alone = sorted((w for w in plain if df.get(w, 0) < 2), key=lambda w: (-len(w), w))
-    return (idents[:2] + shared + alone + idents[2:])[:limit]
+    out = (idents[:names] + shared + alone)[:limit]
+    return out if len(out) >= 2 else (out + idents[names:])[:limit]
 
 
 def paraphrase(term: str) -> str:
@@ -285,8 +299,9 @@ def modules(repo: Path, commit: str) -> list[dict[str, Any]]:
         doc = ast.get_docstring(tree) or ""
         lines = [ln.strip() for ln in doc.splitlines()
                  if ln.strip() and not set(ln.strip()) <= {"~"} and not ln.startswith("requests")]
-        defs = [n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))
-                and not n.name.startswith("_")]
+        defs = list(dict.fromkeys(n.name for n in tree.body
+                                  if isinstance(n, (ast.ClassDef, ast.FunctionDef))
+                                  and not n.name.startswith("_")))
         if not lines or not defs:
             continue
         out.append({"module": Path(path).stem, "doc": " ".join(lines), "defs": defs})
@@ -320,16 +335,22 @@ def build(repo: Path, commit: str = COMMIT) -> dict[str, Any]:
         return f"t{topic_n:04d}"
 
     def note(kind: str, content: str, tags: list[str], **more: Any) -> dict[str, Any]:
-        n = {"id": f"n{len(notes) + 1:04d}", "kind": kind, "content": content,
-             "tags": tags, **more}
+        n = {"id": f"n{len(notes) + 1:04d}", "kind": kind,
+             "note_kind": more.pop("note_kind", kind), "content": content, "tags": tags, **more}
         notes.append(n)
         return n
 
     def ask(kind: str, terms: list[str], gold: list[str], t: str, seed: str,
-            **extra: str) -> dict[str, Any]:
+            **extra: Any) -> dict[str, Any]:
         opts = TEMPLATES[kind]
         return {"query": fill(opts[_h(seed) % len(opts)], terms, **extra), "gold": gold,
-                "topic": t, "kind": kind, "terms": terms}
+                "topic": t, "kind": kind, "terms": terms, **(
+                    {"filters": {"include_contextual": True}} if kind == "session_summary"
+                    else {})}
+
+    def terms_of(text: str, seed: str) -> list[str]:
+        # half the questions name no identifier: the asker remembers the topic, not the name
+        return key_terms(text, df, n_docs, names=_h(seed + "name") % 2)
 
     for i, e in enumerate(entries):
         t = topic()
@@ -346,18 +367,17 @@ def build(repo: Path, commit: str = COMMIT) -> dict[str, Any]:
                          context=f"Bug reported against requests before {e['release']}.")
                 f = note("fix", f"Fixed in {where}: {e['text']}", tags, source=eid,
                          held_out=held_out, fixes=m["id"])
-                terms = key_terms(failure, df, n_docs)
-                made.append(ask("mistake", terms, [m["id"], f["id"]], t, eid + "m"))
-                made.append(ask("fix", key_terms(e["text"], df, n_docs), [f["id"]], t,
-                                eid + "f"))
+                made.append(ask("mistake", terms_of(failure, eid + "m"), [m["id"], f["id"]], t,
+                                eid + "m"))
+                made.append(ask("fix", terms_of(e["text"], eid + "f"), [f["id"]], t, eid + "f"))
             else:
                 f = note("fix", f"Fixed in {where}: {e['text']}", tags, source=eid,
                          held_out=held_out)
-                made.append(ask("fix", key_terms(e["text"], df, n_docs), [f["id"]], t, eid))
+                made.append(ask("fix", terms_of(e["text"], eid), [f["id"]], t, eid))
         else:
             d = note("decision", f"Decision in {where}: {e['text']}", tags, source=eid,
                      held_out=held_out)
-            made.append(ask("decision", key_terms(e["text"], df, n_docs), [d["id"]], t, eid))
+            made.append(ask("decision", terms_of(e["text"], eid), [d["id"]], t, eid))
         made = [q for q in made if len(q["terms"]) >= 2]
         if held_out:
             for q in made:
@@ -369,7 +389,7 @@ def build(repo: Path, commit: str = COMMIT) -> dict[str, Any]:
         t = topic()
         content = (f"Module requests.{mod['module']}: {mod['doc']} Defines "
                    f"{', '.join(mod['defs'][:12])}.")
-        n = note("project_context", content, ["module", mod["module"]],
+        n = note("project_context", content, ["module", mod["module"]], note_kind="general",
                  source=f"src/requests/{mod['module']}.py", held_out=False)
         picks = sorted(mod["defs"], key=lambda d: _h(d))[:2] + ["module"]
         queries.append(ask("project_context", [p.lower() for p in picks[:2]] + ["code"],
