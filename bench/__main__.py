@@ -363,6 +363,17 @@ def targets(r: dict[str, Any]) -> list[str]:
                     f"search_memory {d['R@5']:.3f} / {d['MRR@10']:.3f} (target within 0.01: "
                     f"{'met' if ok else 'NOT met'})."
                 )
+    cn = r.get("coding_notes", {})
+    if "default" in cn.get("systems", {}):
+        d = _half(cn["systems"]["default"], "test")
+        line = (f"Coding notes (test, n = {d['n']}) any@5 {d['any@5']:.3f}, any@10 "
+                f"{d['any@10']:.3f}; " + _versus_best(cn["systems"], ("any@1", "any@5", "any@10")))
+        for name, a in cn.get("abstention", {}).items():
+            u = a.get("test", {}).get("unanswerable")
+            if u:
+                line += (f"; {name}: none on {u['n']} unanswerable {u['none']:.3f} (issue 52 "
+                         f"target >= 0.80: {'met' if u['none'] >= 0.8 else 'NOT met'})")
+        out.append(line + ".")
     llm = r.get("llm")
     if llm:
         ok = llm["ratio"] <= 1.10
