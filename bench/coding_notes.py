@@ -19,6 +19,10 @@ contextual kinds).
   answerable vs unanswerable, the evidence an abstention floor is calibrated on (on dev).
   Measured twice for the default configuration: with ``top_k = 10`` (as every recall row
   asks) and with the tool's own defaults (no ``top_k``), as an agent calls it.
+
+``python -m bench.coding_notes --dump FILE``: the default configuration (and BM25 alone)
+with every query's row (half, gold rank, answer, the numbers its first hits carry), the
+material a relevance floor is fitted on (dev) and checked on (test).
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class Tally:
         self.by_kind: dict[str, list[int | None]] = {}  # whole set, by the query's note kind
         self.none: dict[str, dict[str, list[bool]]] = {h: {} for h in HALVES}
         self.top: dict[str, dict[str, list[float]]] = {h: {} for h in HALVES}
+        self.rows: list[dict[str, Any]] = []  # one per query, for a calibration (--dump)
 
     def add(self, q: dict[str, Any], res: dict[str, Any], half: str | None) -> None:
         hits = res.get("results") or []
@@ -84,6 +89,15 @@ class Tally:
         group = "answerable" if q["gold"] else "unanswerable"
         kinds = [group] + ([f"unanswerable: {q['unanswerable']}"] if not q["gold"] else [])
         rank = next((i + 1 for i, z in enumerate(ids) if z in q["gold_zk"]), None)
+        self.rows.append({
+            "id": q["id"], "topic": q["topic"], "half": half, "kind": q["kind"],
+            "answerable": bool(q["gold"]), "unanswerable": q.get("unanswerable"),
+            "rank": rank, "answer": res.get("answer"), "abstained": abstained,
+            # every number a hit carries (the fused score, and whatever evidence a build
+            # adds beside it), for the first three hits
+            "hits": [{k: v for k, v in h.items() if isinstance(v, (int, float))
+                      and not isinstance(v, bool)} for h in hits[:3]],
+        })
         if q["gold"]:
             self.by_kind.setdefault(q["kind"], []).append(rank)
         for h in ("all", half) if half else ("all",):
@@ -131,7 +145,10 @@ async def _ask(client: Any, tool: str, data: dict[str, Any], args: dict[str, Any
 
 
 async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]],
-              path: Path = DATA_PATH, sample: int | None = None) -> dict[str, Any]:
+              path: Path = DATA_PATH, sample: int | None = None,
+              detail: bool = False) -> dict[str, Any]:
+    """The figures; ``detail``: also every query's row of the default configuration
+    (``per_query``: its half, rank, answer, and the numbers its first hits carry)."""
     data = load(path)
     if sample:
         data = subsample(data, sample)
@@ -155,12 +172,14 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]],
     ctx.log(f"coding_notes: {len(stored)} notes added via add_memory in {ingest_s:.1f}s")
     rows: dict[str, Any] = {}
     abstention: dict[str, Any] = {}
+    per_query: list[dict[str, Any]] = []
     for name, tool, cfg in tool_runs(systems, deep):
         async with ctx.configured("coding_notes", cfg) as (_brain, client):
             tally = await _ask(client, tool, data, {"top_k": 10}, splits)
             rows[name] = tally.recall()
             if name == "default":
                 abstention["default, top_k 10"] = tally.abstention()
+                per_query = tally.rows
                 agent = await _ask(client, tool, data, {}, splits)
                 abstention["default, tool defaults (no top_k)"] = agent.abstention()
         ctx.log(f"coding_notes {name}: {_brief(rows[name])}")
@@ -176,6 +195,7 @@ async def run(ctx: BenchContext, systems: dict[str, dict[str, Any]],
         "ingest_s": round(ingest_s, 1),
         "systems": rows,
         "abstention": abstention,
+        **({"per_query": per_query} if detail else {}),
     }
 
 
@@ -232,3 +252,35 @@ def section(data: dict[str, Any], describe: dict[str, str]) -> list[str]:
     out += [_table(["search", "half", "queries", "n", "none", "top score p10 / p50 / p90"],
                    rows), ""]
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.coding_notes [--dump FILE]``: the default configuration alone (and
+    BM25 alone, the baseline), every query's row written to FILE for a calibration."""
+    import argparse
+    import asyncio
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    p = argparse.ArgumentParser(prog="python -m bench.coding_notes", description=main.__doc__)
+    p.add_argument("--dump", default=None, help="write the figures and every query's row here")
+    p.add_argument("--backend", default=None, choices=("torch", "onnx", "onnx-fp32", "onnx-int8"))
+    args = p.parse_args(argv)
+    from brain.embedding.registry import REGISTRY, build_embedder
+    from config import EmbeddingSettings
+
+    backend = args.backend or EmbeddingSettings().backend
+    embedder = build_embedder(REGISTRY["sentence-transformers/all-MiniLM-L6-v2"], backend=backend)
+    ctx = BenchContext(embedder=embedder, data=DATA_PATH.parent, deep=False,
+                       log=lambda m: print(m, flush=True))
+    out = asyncio.run(run(ctx, {"default": {}, "bm25": {"fusion": "bm25"}}, detail=True))
+    rows = out.pop("per_query")
+    print("\n".join(section({**out, "backend": backend}, {})))
+    if args.dump:
+        Path(args.dump).write_text(json.dumps({**out, "backend": backend, "per_query": rows},
+                                              indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -69,8 +69,11 @@ def ctx(tmp_path: Path) -> BenchContext:
 
 async def test_bench_end_to_end_on_a_subsample(ctx: BenchContext) -> None:
     systems = {k: SYSTEMS[k] for k in ("default", "bm25")}
-    out = await coding_notes.run(ctx, systems, sample=40)
+    out = await coding_notes.run(ctx, systems, sample=40, detail=True)
     assert out["queries"] == 40 and 0 < out["unanswerable"] < 40
+    rows = out.pop("per_query")  # the calibration rows: one per query, default config
+    assert len(rows) == 40 and all("score" in r["hits"][0] for r in rows if r["hits"])
+    assert sum(not r["answerable"] for r in rows) == out["unanswerable"]
     for row in out["systems"].values():
         assert row["all"]["n"] == out["answerable"]
         assert 0.0 <= row["all"]["any@1"] <= row["all"]["any@5"] <= row["all"]["any@10"] <= 1.0
