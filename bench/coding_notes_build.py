@@ -33,6 +33,10 @@ paraphrase, so a query is never the note's text. Each answerable query has gold 
 - ``off_topic``: plausible coding questions about topics psf/requests does not have (a topic
   is kept only when none of its words occurs in any stored note), three phrasings each.
 
+- ``absent_feature``: features a requests user might expect, asked in the project's own
+  words (Session, adapter, response), that its history does not have (kept only when the
+  feature's distinctive word occurs in no stored note), two phrasings each.
+
 Each query has a ``topic`` (the changelog entry, the module, the release, the off-topic
 subject): bench/splits.py splits the queries by topic, so a topic never straddles dev and test.
 
@@ -159,6 +163,36 @@ OFF_TOPICS = (
     "android intent filter", "ios keychain access", "wasm module instantiation",
     "shader compilation stutter", "audio resampling latency", "kernel module signing",
 )
+# Near misses of another kind: features a requests user might expect, asked in the project's
+# own words (Session, adapter, response, retries), that requests' history does not have. The
+# first word of each is its distinctive one: the feature is kept only when that word occurs in
+# no stored note.
+ABSENT_FEATURES = (
+    ("AsyncSession", "AsyncSession for concurrent requests"),
+    ("HTTP2Adapter", "HTTP2Adapter on a Session"),
+    ("aiohttp", "aiohttp transport adapter"),
+    ("graphql", "graphql helper on the Session"),
+    ("brotli", "brotli response decompression"),
+    ("sigv4", "sigv4 request signing auth"),
+    ("opentelemetry", "opentelemetry tracing hooks for each request"),
+    ("ratelimit", "ratelimit adapter for outgoing requests"),
+    ("circuitbreaker", "circuitbreaker around the connection adapter"),
+    ("happy", "happy eyeballs connection racing in the adapter"),
+    ("doh", "doh (DNS over HTTPS) resolver for the Session"),
+    ("quic", "quic connections in the transport adapter"),
+    ("msgpack", "msgpack request bodies like json="),
+    ("websockets", "websockets upgrade on a Response"),
+    ("ResponseCache", "ResponseCache with etag revalidation"),
+    ("backpressure", "backpressure when streaming uploads"),
+    ("pydantic", "pydantic models as the json= body"),
+    ("gzip", "gzip compression of request bodies"),
+    ("jitter", "jitter in the retry backoff of the adapter"),
+    ("mtls", "mtls client certificate rotation on a Session"),
+    ("sse", "sse (server-sent events) iterator on a Response"),
+    ("harfile", "harfile export of a Session's traffic"),
+)
+ABSENT_TEMPLATES = ("how does requests handle {f}?", "where is the {f} configured?",
+                    "what did we decide about {f}?", "known bug with {f}?")
 OFF_TEMPLATES = ("how do we handle {t} here?", "what did we decide about {t}?",
                  "known bug with {t}?", "where is the {t} code?")
 
@@ -438,6 +472,16 @@ def build(repo: Path, commit: str = COMMIT) -> dict[str, Any]:
             unanswerable.append({"query": tpl.format(t=subject), "gold": [], "topic": t,
                                  "kind": "off_topic", "terms": words(subject),
                                  "unanswerable": "off_topic"})
+    for key, feature in ABSENT_FEATURES:
+        if key.lower() in vocab:
+            continue
+        t = topic()
+        first = _h(key) % len(ABSENT_TEMPLATES)
+        for step in range(2):
+            tpl = ABSENT_TEMPLATES[(first + step) % len(ABSENT_TEMPLATES)]
+            unanswerable.append({"query": tpl.format(f=feature), "gold": [], "topic": t,
+                                 "kind": "absent_feature", "terms": words(feature),
+                                 "unanswerable": "absent_feature"})
     all_q = queries + unanswerable
     for k, q in enumerate(all_q):
         q["id"] = f"q{k + 1:04d}"

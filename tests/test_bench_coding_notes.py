@@ -24,7 +24,7 @@ def test_enough_queries_with_gold_and_unanswerable() -> None:
     unanswerable = [q for q in qs if not q["gold"]]
     assert len(answerable) >= 200
     assert len(unanswerable) >= 0.2 * len(qs)
-    assert {q["unanswerable"] for q in unanswerable} == {"held_out", "off_topic"}
+    assert {q["unanswerable"] for q in unanswerable} == {"held_out", "off_topic", "absent_feature"}
     assert len({q["id"] for q in qs}) == len(qs)
     assert DATA["counts"]["queries"] == len(qs)
 
