@@ -103,7 +103,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         default=None,
-        help="comma-separated subset of locomo,cosqa,speed,llm,tokens (default: all five; "
+        help="comma-separated subset of locomo,cosqa,coding_notes,speed,llm,tokens (default: "
+        "all six; coding_notes: decisions, mistakes, fixes and handoffs of psf/requests' "
+        "history, any@k and abstention (bench/coding_notes.py); "
         "--quick: all but tokens; tokens includes surface; and, only when named, "
         "surface: the tool list's size per profile and AGENTS.md's, in seconds; "
         "health: integrity scan time at 100k notes; citations: stale-flag precision/recall "
@@ -142,7 +144,8 @@ def plan(args: argparse.Namespace) -> tuple[set[str], tuple[str, ...]]:
     beside the headline rows (493 s with them, 290 s without on one machine; 130 s on another,
     BENCHMARKS.md "The quick mode"): the LoCoMo lever stores and the tokens bench (CoSQA's
     files part is left out in bench/cosqa.py)."""
-    default_only = "locomo,cosqa,speed,llm" if args.quick else "locomo,cosqa,speed,llm,tokens"
+    default_only = ("locomo,cosqa,coding_notes,speed,llm" if args.quick
+                    else "locomo,cosqa,coding_notes,speed,llm,tokens")
     only = {x.strip() for x in (args.only or default_only).split(",") if x.strip()}
     parts = args.locomo_parts or ("systems" if args.quick else "systems,caller,lever")
     return only, tuple(x.strip() for x in parts.split(",") if x.strip())
@@ -209,6 +212,12 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         from bench import cosqa
 
         results["cosqa"] = {**await cosqa.run(ctx, systems), "backend": backend}
+        checkpoint()
+    if "coding_notes" in only:
+        from bench import coding_notes
+
+        prose = {k: v for k, v in systems.items() if k not in CODE_ONLY}  # notes hold no code
+        results["coding_notes"] = {**await coding_notes.run(ctx, prose), "backend": backend}
         checkpoint()
     if "speed" in only:
         from bench import speed
@@ -354,6 +363,17 @@ def targets(r: dict[str, Any]) -> list[str]:
                     f"search_memory {d['R@5']:.3f} / {d['MRR@10']:.3f} (target within 0.01: "
                     f"{'met' if ok else 'NOT met'})."
                 )
+    cn = r.get("coding_notes", {})
+    if "default" in cn.get("systems", {}):
+        d = _half(cn["systems"]["default"], "test")
+        line = (f"Coding notes (test, n = {d['n']}) any@5 {d['any@5']:.3f}, any@10 "
+                f"{d['any@10']:.3f}; " + _versus_best(cn["systems"], ("any@1", "any@5", "any@10")))
+        for name, a in cn.get("abstention", {}).items():
+            u = a.get("test", {}).get("unanswerable")
+            if u:
+                line += (f"; {name}: none on {u['n']} unanswerable {u['none']:.3f} (issue 52 "
+                         f"target >= 0.80: {'met' if u['none'] >= 0.8 else 'NOT met'})")
+        out.append(line + ".")
     llm = r.get("llm")
     if llm:
         ok = llm["ratio"] <= 1.10

@@ -335,6 +335,10 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
                 parts.append(locomo_section(level, lo[level], describe))
     if "cosqa" in results:
         parts.append(cosqa_section(results["cosqa"], describe))
+    if "coding_notes" in results:
+        from bench.coding_notes import section as coding_notes_section
+
+        parts += coding_notes_section(results["coding_notes"], describe)
     if "speed" in results:
         parts += ["## Speed", "", speed_section(results["speed"])]
     if "health" in results:

@@ -8,6 +8,10 @@ is kept for continuity with earlier reports.
 - CoSQA is split by query (``idx`` of a label-1 item): the ids sorted by their number,
   alternating dev, test. The corpus (every distinct code) is the same for both halves:
   only the questions are divided.
+- The coding-notes set (bench/data/coding_notes.json, committed) is split by topic (a
+  changelog entry, a module, a release, an off-topic subject; ``t0001`` ...): the topic ids
+  sorted by their number, alternating dev, test, so a mistake's query and its fix's query
+  never straddle the halves. The stored notes are the same for both halves.
 
 ``python -m bench.splits`` writes the file from the data again (it must not change: a test
 checks the file against this rule).
@@ -23,6 +27,7 @@ from typing import Any
 
 SPLITS_PATH = Path(__file__).with_name("splits.json")
 SPLITS = ("dev", "test", "full")
+CODING_NOTES_PATH = Path(__file__).with_name("data") / "coding_notes.json"
 
 
 def _number(name: str) -> tuple[int, str]:
@@ -43,7 +48,14 @@ def compute(data: Path) -> dict[str, Any]:
         "rule": "ids sorted by trailing number, alternating dev/test (bench/splits.py)",
         "locomo": alternate([str(s["sample_id"]) for s in locomo]),
         "cosqa": alternate([str(it["idx"]) for it in cosqa if int(it["label"]) == 1]),
+        "coding_notes": coding_notes(),
     }
+
+
+def coding_notes(path: Path = CODING_NOTES_PATH) -> dict[str, list[str]]:
+    """The coding-notes set's halves, by topic (it ships with the repo, not in --data)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return alternate([str(q["topic"]) for q in data["queries"]])
 
 
 def load(path: Path = SPLITS_PATH) -> dict[str, Any]:
@@ -73,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     out = compute(data_dir(args[0] if args else None))
     SPLITS_PATH.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {SPLITS_PATH}: locomo {len(out['locomo']['dev'])}/{len(out['locomo']['test'])}"
-          f", cosqa {len(out['cosqa']['dev'])}/{len(out['cosqa']['test'])}")
+          f", cosqa {len(out['cosqa']['dev'])}/{len(out['cosqa']['test'])}"
+          f", coding_notes {len(out['coding_notes']['dev'])}/{len(out['coding_notes']['test'])}"
+          " topics")
     return 0
 
 

@@ -11,7 +11,7 @@ from bench import data_dir
 from bench.splits import SPLITS_PATH, alternate, compute, ids, load
 
 
-@pytest.mark.parametrize("dataset", ["locomo", "cosqa"])
+@pytest.mark.parametrize("dataset", ["locomo", "cosqa", "coding_notes"])
 def test_halves_are_disjoint_and_balanced(dataset: str) -> None:
     s = load()
     dev, test = set(s[dataset]["dev"]), set(s[dataset]["test"])
@@ -48,8 +48,9 @@ def test_file_matches_the_rule_on_the_data() -> None:
 def test_quick_mode_leaves_out_the_lever_stores_and_tokens_unless_named() -> None:
     from bench.__main__ import parse_args, plan
 
-    assert plan(parse_args([])) == ({"locomo", "cosqa", "speed", "llm", "tokens"},
+    assert plan(parse_args([])) == ({"locomo", "cosqa", "coding_notes", "speed", "llm", "tokens"},
                                     ("systems", "caller", "lever"))
-    assert plan(parse_args(["--quick"])) == ({"locomo", "cosqa", "speed", "llm"}, ("systems",))
+    assert plan(parse_args(["--quick"])) == ({"locomo", "cosqa", "coding_notes", "speed", "llm"},
+                                             ("systems",))
     named = parse_args(["--quick", "--only", "tokens", "--locomo-parts", "lever"])
     assert plan(named) == ({"tokens"}, ("lever",))
