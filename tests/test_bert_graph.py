@@ -16,15 +16,10 @@ import numpy as np
 import pytest
 
 from brain.embedding import bert_graph
-from brain.embedding.onnx import (
-    W8_MIN_COSINE,
-    _quantize,
-    export,
-    fuse,
-    torch_export,
-    vectors_cosine,
-    weights8,
-)
+from brain.embedding.onnx_compare import vectors_cosine
+from brain.embedding.onnx_export import export, fuse, torch_export
+from brain.embedding.onnx_quant import W8_MIN_COSINE, weights8
+from brain.embedding.onnx_quant import quantize_int8 as _quantize
 from brain.embedding.registry import DEFAULT_MODEL, bundled_model_path
 from brain.errors import ModelUnavailable
 
@@ -177,7 +172,8 @@ def test_weights_without_a_tensor_the_graph_needs_are_refused(tmp_path: Path) ->
 
 _DEFAULT_EMBEDDER = """
 import json, sys
-from brain.embedding.onnx import export, weights8
+from brain.embedding.onnx_export import export
+from brain.embedding.onnx_quant import weights8
 from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder
 texts = json.loads(sys.argv[1])
 emb = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
@@ -271,7 +267,7 @@ def test_a_model_only_torch_exports_says_so_without_torch(tmp_path: Path) -> Non
     """export() of a model the builder refuses, torch missing: the builder's refusal, which
     names the extra, not an ImportError."""
     folder = _model_folder(tmp_path, model_type="mpnet")
-    code = ("import sys; from pathlib import Path; from brain.embedding.onnx import export\n"
+    code = ("import sys; from pathlib import Path; from brain.embedding.onnx_export import export\n"
             "from brain.errors import ModelUnavailable\n"
             "try:\n    export(Path(sys.argv[1]), Path(sys.argv[2]), quantize=False)\n"
             "except ModelUnavailable as exc:\n    print(exc); sys.exit(0)\n"

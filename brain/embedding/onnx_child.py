@@ -45,8 +45,9 @@ def export_in_child(source: Path, out: Path, quantize: bool, fp32: Path | None =
     if proc.returncode != 0 or not out.is_file():
         tail = " / ".join(proc.stderr.strip().splitlines()[-3:])
         raise ModelUnavailable(f"exporting {source} to ONNX failed (exit {proc.returncode}: "
-                               f"{tail}). Install torch and onnx (pip install torch onnx) for "
-                               "the export, or set BRAIN__EMBEDDING__BACKEND=torch.")
+                               f"{tail}). A model other than a BERT encoder needs torch for the "
+                               "export (pip install 'opencode-brain[torch]'), or set "
+                               "BRAIN__EMBEDDING__BACKEND=torch.")
 
 
 def weights8_in_child(fp32: Path, out: Path, source: Path) -> bool:

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from brain.embedding import bert_graph
 from brain.embedding.onnx_compare import same_outputs
 from brain.embedding.onnx_quant import quantize_int8
 from brain.errors import ModelUnavailable
@@ -45,11 +46,12 @@ def fuse(plain: Path, out: Path, source: Path) -> bool:
     try:
         from onnxruntime.transformers.optimizer import optimize_model
 
-        model = optimize_model(str(plain), model_type="bert", num_heads=int(heads),
-                               hidden_size=int(hidden), opt_level=1)
-        if not model.get_fused_operator_statistics().get("Attention"):
-            return False  # no attention pattern matched: nothing over the runtime's own
         with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            model = optimize_model(_basic_pass(plain, Path(tmp) / "basic.onnx"),
+                                   model_type="bert", num_heads=int(heads),
+                                   hidden_size=int(hidden), opt_level=0)
+            if not model.get_fused_operator_statistics().get("Attention"):
+                return False  # no attention pattern matched: nothing over the runtime's own
             fused = Path(tmp) / "fused.onnx"
             model.save_model_to_file(str(fused))
             if not same_outputs(plain, fused, vocab=int(cfg.get("vocab_size") or 20000)):
@@ -64,22 +66,58 @@ def fuse(plain: Path, out: Path, source: Path) -> bool:
     return True
 
 
+def _basic_pass(plain: Path, out: Path) -> str:
+    """``plain`` with onnxruntime's basic graph optimisations (constant folding, redundant
+    nodes) at ``out``: what ``optimize_model(opt_level=1)`` runs before its fusions, but that
+    imports torch (onnxruntime 1.32's optimizer.py, for a GPU check), which the default install
+    has not."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.optimized_model_filepath = str(out)
+    opts.log_severity_level = 3
+    ort.InferenceSession(str(plain), opts, providers=["CPUExecutionProvider"])
+    return str(out)
+
+
 def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
            fused: bool = True) -> list[str]:
     """Export ``source`` (a sentence-transformers folder) to an ONNX file at ``out``, with
     int8 weights when ``quantize``, else with its attention fused where :func:`fuse` can
     (``fused``). Returns the ONNX input names (empty when quantising an already exported
-    plain ``fp32`` file: then neither torch nor the model folder is read, seconds less, and
-    the result is what the export would have quantised)."""
+    plain ``fp32`` file: then the model folder is not read, seconds less, and the result is
+    what the export would have quantised). A BERT encoder is built without torch; any other
+    model needs torch (:func:`torch_export`)."""
     if quantize and fp32 is not None and fp32.is_file():
         quantize_int8(fp32, out)
         return []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        model_file = Path(tmp) / "model.onnx"
+        try:  # a BERT encoder is written from its weights: no torch (bert_graph.py)
+            names = bert_graph.build(source, model_file)
+        except ModelUnavailable as refused:
+            names = torch_export(source, model_file, refused)
+        if quantize:
+            quantize_int8(model_file, out)
+        elif not (fused and fuse(model_file, out, source)):
+            os.replace(model_file, out)
+    return names
+
+
+def torch_export(source: Path, model_file: Path, refused: ModelUnavailable) -> list[str]:
+    """``source`` exported with ``torch.onnx.export`` (a model :mod:`bert_graph` refused);
+    its input names. torch is an extra: without it, ``refused`` says why and what to install."""
     if not (source / "config.json").is_file():  # before the seconds torch takes to import
-        raise ModelUnavailable(f"{source} holds no transformers model (no config.json)")
+        raise refused
     import inspect
 
-    import torch
-    from transformers import AutoModel
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError:
+        raise refused from None
 
     try:  # attention as plain operators, the pattern fuse() matches (SDPA's does not)
         model = AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
@@ -97,19 +135,12 @@ def export(source: Path, out: Path, quantize: bool, fp32: Path | None = None,
             return self.inner(**dict(zip(names, args, strict=True))).last_hidden_state
 
     example = tuple(torch.ones((2, 8), dtype=torch.long) for _ in names)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        model_file = Path(tmp) / "model.onnx"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                _Encoder(model), example, str(model_file), input_names=names,
-                output_names=["last_hidden_state"],
-                dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
-                opset_version=17, dynamo=False,
-            )
-        if quantize:
-            quantize_int8(model_file, out)
-        elif not (fused and fuse(model_file, out, source)):
-            os.replace(model_file, out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            _Encoder(model), example, str(model_file), input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
+            opset_version=17, dynamo=False,
+        )
     return names
