@@ -40,7 +40,8 @@ def collect(home: Path, data: Path, log: Any = print) -> list[dict[str, Any]]:
 
     convs = load(data / "locomo10.json")
     splits = split_of("locomo")
-    brain = open_brain(home, build_embedder(REGISTRY[DEFAULT_MODEL]))
+    # the product's default backend (onnx, 8-bit weights), as make bench measures
+    brain = open_brain(home, build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx"))
     try:
         m = brain.memory
         floor = brain.search_policy.relevance

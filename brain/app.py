@@ -553,8 +553,10 @@ class Brain:
             code_dense_weight=r.code_dense_weight, rrf_k=r.rrf_k, candidates=r.candidates,
             relative_floor=r.relative_floor, neighbour_weight=r.neighbour_weight,
             relevance_band=self.settings.memory.relevance_band,
-            relevance=relevance.floor_for(self.meta.model, enabled=r.relevance_floor,
-                                          threshold=r.relevance_threshold),
+            # the model whose vectors the store holds (settings' until the store is open)
+            relevance=relevance.floor_for(
+                self.meta.model if "meta" in vars(self) else self.settings.embedding.model,
+                enabled=r.relevance_floor, threshold=r.relevance_threshold),
             adaptive=fusion_adapt.fitted() if r.adaptive_weight else None,
             reranking=Reranking(self.settings.rerank.candidates),
         )  # fmt: skip

@@ -340,3 +340,13 @@ def test_the_stack_stamps_a_running_requests_notes_without_an_installer(brain: B
               if p.payload.get("kind") == "note"}
     assert stored[stamped][REQUEST_FIELD] == "req-0001"
     assert REQUEST_FIELD not in stored[plain]
+
+
+def test_functions_that_read_the_backends_files_see_through_the_stack(brain: Any) -> None:
+    """store_bytes and the start checks read the embedded shard's path: through the layers
+    (a pass-through attribute used to reach it; explicit delegation must not hide it)."""
+    from brain.store.integrity import store_bytes, store_location
+
+    brain.memory.add("a note so the shard has files", project="p")
+    assert store_bytes(brain.store) > 0
+    assert store_location(brain.store, brain.home) is not None

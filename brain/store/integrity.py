@@ -45,6 +45,7 @@ from brain.vector_store.base import (
     Filter,
     MatchAny,
 )
+from brain.vector_store.forwarding import backend_of
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def _mb(n: float) -> str:
 
 def store_bytes(store: Any) -> int:
     """Bytes the files of an embedded store take on disk (0 for a server)."""
-    path = getattr(store, "path", None)
+    path = getattr(backend_of(store), "path", None)
     if path is None or not Path(path).is_dir():
         return 0
     return sum(f.stat().st_blocks * 512 for f in Path(path).rglob("*") if f.is_file())
@@ -90,7 +91,7 @@ def store_bytes(store: Any) -> int:
 
 def space_to_open(store: Any) -> int:
     """Bytes opening ``store`` may take beyond the margin: a new embedded shard's files."""
-    path = getattr(store, "path", None)
+    path = getattr(backend_of(store), "path", None)
     if path is None or (Path(path).is_dir() and any(Path(path).iterdir())):
         return 0
     return CREATE_BYTES
@@ -146,10 +147,10 @@ def path_location(path: Path, home: Path) -> str:
 
 def store_location(store: Any, home: Path) -> str | None:
     """A stable name of the store's data; None for a store that keeps nothing (in memory)."""
-    path = getattr(store, "path", None)
+    path = getattr(backend_of(store), "path", None)
     if path is not None:
         return path_location(path, home)
-    where = str(getattr(store, "_location", ""))
+    where = str(getattr(backend_of(store), "_location", ""))
     if not where or where == "local:":
         return None
     return f"{where}/{getattr(store, 'collection', '')}"
@@ -230,10 +231,10 @@ def _read(home: Path, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 def check_present(home: Path, store: Any) -> None:
     """A missing embedded store is damage when the data dir shows a brain lived here."""
-    path = getattr(store, "path", None)
+    path = getattr(backend_of(store), "path", None)
     if path is None or (Path(path).is_dir() and any(Path(path).iterdir())):
         return
-    aside = getattr(store, "aside_path", None)
+    aside = getattr(backend_of(store), "aside_path", None)
     if aside is not None and Path(aside).is_dir():
         return  # an optimization's swap was interrupted: opening the store rolls it back
     home = Path(home)
@@ -248,7 +249,7 @@ def check_present(home: Path, store: Any) -> None:
 
 def open_store(home: Path, store: Any, dimension: int) -> None:
     """Open the store; an existing embedded shard that cannot be loaded is damage."""
-    path = getattr(store, "path", None)
+    path = getattr(backend_of(store), "path", None)
     existing = path is not None and Path(path).is_dir() and any(Path(path).iterdir())
     try:
         store.open(dimension)
