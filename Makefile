@@ -44,7 +44,7 @@ lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy brain config.py mcp_server.py mcp_surface webui tools bench
 
-# The explorer's browser tests (tests/test_webui_browser.py) drive Debian's Chromium through
+# The explorer's browser tests (tests/webui/test_webui_browser.py) drive Debian's Chromium through
 # selenium. CI starts from a fresh clone on a fresh machine, so the test run installs it;
 # nothing is fetched when chromium and chromedriver are already on PATH. Without root (or
 # sudo) and apt-get the tests skip, saying why.

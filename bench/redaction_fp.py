@@ -28,9 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Files whose purpose is to hold secret-shaped text (the corpora, redaction's own tests and
 # pattern list): their markers are meant, counted apart.
 CORPUS_FILES = re.compile(
-    r"^(?:tests/security/|tests/test_redact|tests/test_redaction|tests/test_hooks\.py|"
-    r"tests/fixtures/hooks/|brain/trust/secret_patterns\.py|brain/trust/redact\.py|"
-    r"tests/test_source_filters\.py|tests/test_files|tests/test_webui_app\.py)"
+    r"^(?:tests/security/|tests/trust/test_redact|tests/trust/test_redaction|"
+    r"tests/hooks/test_hooks\.py|tests/fixtures/hooks/|brain/trust/secret_patterns\.py|"
+    r"brain/trust/redact\.py|tests/sources/test_source_filters\.py|tests/files/test_files|"
+    r"tests/webui/test_webui_app\.py)"
 )
 _MARK = re.compile(r"\[REDACTED:([a-z_]+)\]")
 # What a marker replaced, when it is a name in code (identifier, attribute, call, None, True,

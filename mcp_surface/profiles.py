@@ -71,7 +71,7 @@ RENAMED: dict[str, tuple[str, str]] = {
 }
 
 # The `brain` command of each admin action: what TOOL_NOT_IN_PROFILE points to, and what
-# tests/test_profiles.py runs for every action the full profile adds.
+# tests/surface/test_profiles.py runs for every action the full profile adds.
 CLI: dict[tuple[str, str], str] = {
     **{("health", a): f"brain health {a.replace('_', '-')}" for a in (
         "stats", "scan", "duplicates", "hot_files", "gc", "repair", "collection",

@@ -10,7 +10,7 @@ beside the suite a 50 ms call can take 3 s. What a test bounds instead:
 - a hang, with ``HANG_S`` of wall clock: long enough that only a stuck call reaches it.
 
 Timing figures (latency, throughput, ratios) belong in ``make bench``.
-``tests/test_suite_hygiene.py`` fails on a wall-clock bound below ``HANG_FLOOR_S``.
+``tests/house/test_suite_hygiene.py`` fails on a wall-clock bound below ``HANG_FLOOR_S``.
 """
 
 from __future__ import annotations

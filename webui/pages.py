@@ -2,7 +2,7 @@
 
 Each handler parses its bounded query arguments, reads through ``UI.run`` (webui/app.py) and
 renders a template. Adding a page here means adding its case to the tenancy test
-(tests/test_webui_tenancy.py enumerates these routes).
+(tests/webui/test_webui_tenancy.py enumerates these routes).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The one place the product reaches up into the tool layer: the command line sits in
 ``brain/`` (it is the installed ``brain`` script), while the server it launches lives above
 it in ``mcp_server.py``. The import is made when the command runs, by name, so nothing else of
-``brain/`` loads the MCP framework; ``tests/test_layering.py`` lists it as the only known
+``brain/`` loads the MCP framework; ``tests/house/test_layering.py`` lists it as the only known
 upward import.
 """
 

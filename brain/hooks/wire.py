@@ -4,7 +4,7 @@
 regular expressions at import, which pulls in re, enum and functools. The C scanner and
 encoder they wrap are the same parser and serializer, without that import; ``loads`` and
 ``dumps`` here accept and produce what ``json.loads`` / ``json.dumps(..., separators=(",",
-":"))`` do (tests/test_hooks.py checks both ways). Where ``_json`` is missing (another Python
+":"))`` do (tests/hooks/test_hooks.py checks both ways). Where ``_json`` is missing (another Python
 implementation) the json module is used as is.
 """
 

@@ -18,7 +18,7 @@ A note that is forgotten, or lacks a user, model or memory type, has no key: no 
 it, as none did. JSON keeps the parts apart whatever characters an id holds. Multi-valued
 fields get every combination, so a key matches exactly when the conditions it replaces did
 (brain/trust/tenancy.py decides who sees what; :func:`keys` restates that rule over one payload,
-and tests/test_recall_key.py checks the two agree on every state a note goes through).
+and tests/store/test_recall_key.py checks the two agree on every state a note goes through).
 
 Who keeps it true: the store the brain writes through (brain/store/guarded.py ``GuardedStore``)
 computes the key on every upsert and on every payload change that touches an input, in the

@@ -1,4 +1,4 @@
-"""Every secret shape the brain redacts: the one list (tests/test_redact.py has a positive and
+"""Every secret shape the brain redacts: the one list (tests/trust/test_redact.py has a positive and
 a near-miss negative case per pattern). ``brain/trust/redact.py`` is the engine that applies it.
 
 Two families:

@@ -20,7 +20,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
-from tests.test_http import Server, _start, _stop, _token_add
+from tests.process.test_http import Server, _start, _stop, _token_add
 
 SHARED = ("hmkshared", "hmkhandoff", "hmkdup", "hmkdoc", "hmksrc")
 PRIVATE = ("hmkprivate",)

@@ -1,0 +1,109 @@
+"""The scripting API (brain/api.py) and `brain seed`: seed 003's recipes, run as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from brain import open_brain
+from brain.api import ToolCallError
+from brain.cli.seed import SeedError, read_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = {"embedding": {"model": "offline/hash-384"}}  # no model load in the started server
+
+
+@pytest.fixture
+def fast_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
+    return dict(os.environ)
+
+
+def _recipe(name: str) -> str:
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    m = re.search(rf"<!-- recipe: {name} -->\n```python\n(.*?)```", text, re.S)
+    assert m, f"docs/operations.md has no '{name}' recipe"
+    return m.group(1)
+
+
+def _run(code: str, env: dict[str, str], cwd: Path) -> str:
+    res = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                         text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+def test_readme_recipes_run_as_written(fast_env: dict[str, str], tmp_path: Path,
+                                       home: Path) -> None:
+    seeded = _run(_recipe("seed"), fast_env, tmp_path)
+    ids = re.findall(r"^(ZK-[0-9A-F]{8}) ", seeded, re.M)
+    assert len(ids) == 2
+    weekly = _run(_recipe("weekly"), fast_env, tmp_path)
+    assert weekly.startswith("0 stale notes: []")
+    with open_brain(home) as brain:  # a fresh server: what the recipes wrote is there
+        stats = brain.brain_stats()
+        assert stats["by_memory_type"]["permanent"] == 2
+        found = brain.search_memory(query="QdrantClient ResourceWarning", project="rag-chatbot")
+        assert found["results"][0]["zk_id"] == ids[0]
+
+
+def test_a_script_goes_through_the_running_owner(home: Path) -> None:
+    with open_brain(home, **FAST) as first:
+        assert first.started_server
+        server = first._server
+        assert server is not None
+        with open_brain(home, **FAST) as second:  # the data dir is owned: no second store
+            assert not second.started_server
+            z = second.add_memory(content="rate limits live in redis", project="api")
+            zk = z["note"]["zk_id"]
+        assert first.get_note(zk_id=zk)["note"]["content"] == "rate limits live in redis"
+        with pytest.raises(ToolCallError) as err:
+            first.get_note(zk_id="ZK-00000000")
+        assert err.value.code == "NOTE_NOT_FOUND"
+        with pytest.raises(ToolCallError) as bad:
+            first.add_memory(content="")
+        assert bad.value.code == "INVALID_ARGUMENT"
+    assert server.poll() is not None  # the server it started is gone with the block
+
+
+def test_seed_checks_the_whole_file_first(tmp_path: Path) -> None:
+    good = tmp_path / "notes.jsonl"
+    good.write_text('{"content": "a"}\n\n{"content": "b", "project": "p", "tags": ["x"]}\n')
+    assert [e["content"] for e in read_entries(good)] == ["a", "b"]
+    cases = {
+        '[{"content": "a"}, {"content": "b", "colour": "red"}]': "entry 2 has unknown fields",
+        '[{"content": "a"}, "just text"]': "entry 2 is not an object",
+        '{"content": "a"}\n{"content": ""}\n': "line 2 needs a non-empty",
+        '{"content": "a"}\n{oops\n': "line 2 is not valid JSON",
+        "[]": "holds no notes",
+    }
+    for text, message in cases.items():
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(SeedError, match=message):
+            read_entries(bad)
+
+
+def test_seed_command(fast_env: dict[str, str], tmp_path: Path, home: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"content": "fine"}, {"content": "x", "colour": "red"}]))
+    cmd = [sys.executable, "-m", "brain.cli", "seed"]
+    res = subprocess.run([*cmd, str(bad)], env=fast_env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2 and "entry 2 has unknown fields" in res.stderr
+    assert not (home / "owner.json").exists()  # refused before any server started
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("\n".join(json.dumps({"content": f"seeded fact {i}", "project": "seed"})
+                               for i in range(3)))
+    res = subprocess.run([*cmd, str(notes)], env=fast_env, capture_output=True, text=True,
+                         timeout=240)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert out["added"] == 3 and len(set(out["ids"])) == 3
+    assert "seed: 3/3 notes added" in res.stderr
