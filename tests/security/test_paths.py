@@ -465,7 +465,7 @@ async def test_http_proxy_to_a_stdio_owner_gets_the_http_policy(tmp_path: Path) 
     from fastmcp.exceptions import ToolError
 
     from brain.process import owner as own
-    from tests import test_http as th
+    from tests.process import test_http as th
 
     user, home = tmp_path / "user", tmp_path / "brainhome"
     _w(user, "proj/a.md", "# a\n\nthe platypus lays eggs\n")
