@@ -41,7 +41,8 @@ def collect(home: Path, data: Path, log: Any = print) -> list[dict[str, Any]]:
     convs = load(data / "locomo10.json")
     splits = split_of("locomo")
     # the product's default backend (onnx, 8-bit weights), as make bench measures
-    brain = open_brain(home, build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx"))
+    brain = open_brain(home, build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx"),
+                       retrieval={"relevance_floor": True})  # off by default: judged here
     try:
         m = brain.memory
         floor = brain.search_policy.relevance
