@@ -214,46 +214,6 @@ def _brief_abstention(a: dict[str, Any]) -> str:
     return " | ".join(out)
 
 
-def section(data: dict[str, Any], describe: dict[str, str]) -> list[str]:
-    """The report's part: recall by half, then abstention and the top score's spread."""
-    from bench.report import _table
-
-    systems = data["systems"]
-    out = [
-        f"### Coding notes ({data['source']}: {data['notes']} notes, {data['answerable']} "
-        f"answerable and {data['unanswerable']} unanswerable queries; "
-        f"{data.get('backend', 'torch')} backend)",
-        "",
-        "Answerable queries, dev then test (split by topic; test is the headline):",
-        "",
-        _table(["system", "what", *(f"dev {c}" for c in COLS), *(f"test {c}" for c in COLS)],
-               [[name, describe.get(name, ""), *(row.get("dev", {}).get(c) for c in COLS),
-                 *(row.get("test", {}).get(c) for c in COLS)] for name, row in systems.items()]),
-        "",
-    ]
-    kinds = systems.get("default", {}).get("by_kind", {})
-    if kinds:
-        out += ["Default configuration, whole set, by the kind of note a query asks for:", "",
-                _table(["kind", "n", *COLS], [[k, v["n"], *(v.get(c) for c in COLS)]
-                                              for k, v in kinds.items()]), ""]
-    out += [
-        "Abstention: share of searches answering empty or `answer: \"none\"`, and the top "
-        "hit's score (p10 / p50 / p90):",
-        "",
-    ]
-    rows = []
-    for name, a in data["abstention"].items():
-        for h in ("dev", "test"):
-            for group, v in a.get(h, {}).items():
-                t = v["top_score"]
-                spread = ("n/a" if t["p50"] is None
-                          else f"{t['p10']:.3f} / {t['p50']:.3f} / {t['p90']:.3f}")
-                rows.append([name, h, group, v["n"], v["none"], spread])
-    out += [_table(["search", "half", "queries", "n", "none", "top score p10 / p50 / p90"],
-                   rows), ""]
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.coding_notes [--dump FILE]``: the default configuration alone (and
     BM25 alone, the baseline), every query's row written to FILE for a calibration."""
@@ -275,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                        log=lambda m: print(m, flush=True))
     out = asyncio.run(run(ctx, {"default": {}, "bm25": {"fusion": "bm25"}}, detail=True))
     rows = out.pop("per_query")
-    print("\n".join(section({**out, "backend": backend}, {})))
+    print(json.dumps({**out, "backend": backend}, indent=1))  # the report renders it: bench.report
     if args.dump:
         Path(args.dump).write_text(json.dumps({**out, "backend": backend, "per_query": rows},
                                               indent=1) + "\n", encoding="utf-8")

@@ -336,8 +336,6 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
     if "cosqa" in results:
         parts.append(cosqa_section(results["cosqa"], describe))
     if "coding_notes" in results:
-        from bench.coding_notes import section as coding_notes_section
-
         parts += coding_notes_section(results["coding_notes"], describe)
     if "speed" in results:
         parts += ["## Speed", "", speed_section(results["speed"])]
@@ -476,3 +474,44 @@ def band_section(band: dict[str, Any] | None) -> list[str]:
         out.append(f"| {b}{mark} | {dev['single_share']:.3f} | {pct(dev['single_right'])} | "
                    f"{test['single_share']:.3f} | {pct(test['single_right'])} |")
     return [*out, ""]
+
+
+def coding_notes_section(data: dict[str, Any], describe: dict[str, str]) -> list[str]:
+    """bench/coding_notes.py's part: recall by half, then abstention and the top score's
+    spread."""
+    from bench.coding_notes import COLS
+
+    systems = data["systems"]
+    out = [
+        f"### Coding notes ({data['source']}: {data['notes']} notes, {data['answerable']} "
+        f"answerable and {data['unanswerable']} unanswerable queries; "
+        f"{data.get('backend', 'torch')} backend)",
+        "",
+        "Answerable queries, dev then test (split by topic; test is the headline):",
+        "",
+        _table(["system", "what", *(f"dev {c}" for c in COLS), *(f"test {c}" for c in COLS)],
+               [[name, describe.get(name, ""), *(row.get("dev", {}).get(c) for c in COLS),
+                 *(row.get("test", {}).get(c) for c in COLS)] for name, row in systems.items()]),
+        "",
+    ]
+    kinds = systems.get("default", {}).get("by_kind", {})
+    if kinds:
+        out += ["Default configuration, whole set, by the kind of note a query asks for:", "",
+                _table(["kind", "n", *COLS], [[k, v["n"], *(v.get(c) for c in COLS)]
+                                              for k, v in kinds.items()]), ""]
+    out += [
+        "Abstention: share of searches answering empty or `answer: \"none\"`, and the top "
+        "hit's score (p10 / p50 / p90):",
+        "",
+    ]
+    rows = []
+    for name, a in data["abstention"].items():
+        for h in ("dev", "test"):
+            for group, v in a.get(h, {}).items():
+                t = v["top_score"]
+                spread = ("n/a" if t["p50"] is None
+                          else f"{t['p10']:.3f} / {t['p50']:.3f} / {t['p90']:.3f}")
+                rows.append([name, h, group, v["n"], v["none"], spread])
+    out += [_table(["search", "half", "queries", "n", "none", "top score p10 / p50 / p90"],
+                   rows), ""]
+    return out
