@@ -37,6 +37,9 @@ Hierarchy::
     ├── DiskFull                    DISK_FULL: not enough free space; the write was refused
     ├── StoreDamaged                STORE_DAMAGED: the store lost data; restore a snapshot
     ├── ActionInProgress            ACTION_IN_PROGRESS: the same maintenance run is going on
+    ├── DataDirUnwritable           DATA_DIR_UNWRITABLE: the data dir is read-only or not ours
+    ├── PortInUse                   PORT_IN_USE: ``brain serve --http`` found its port taken
+    ├── Interrupted                 INTERRUPTED: Ctrl-C stopped a command or the server
     └── NotSupported                NOT_SUPPORTED: the backend cannot do this; the message says
                                     what to use instead
 """
@@ -194,3 +197,17 @@ class BaselineMissing(Conflict):
 
 class DestinationOccupied(Conflict):
     code = "DESTINATION_OCCUPIED"
+
+
+class DataDirUnwritable(BrainError):
+    """The data dir (or a file in it) cannot be written: read-only, or another user's."""
+
+    code = "DATA_DIR_UNWRITABLE"
+
+
+class PortInUse(BrainError):
+    code = "PORT_IN_USE"
+
+
+class Interrupted(BrainError):
+    code = "INTERRUPTED"

@@ -103,7 +103,8 @@ class CitationService:
             if cite is None:
                 raise InvalidArgument(
                     f"cites: {ref.text()} is not a file (or a symbol or range of one) in a "
-                    "source you may see; add its folder with add_source, or fix the path",
+                    "source you may see; add its folder with 'brain source add' (the "
+                    "sources tool's add action), or fix the path",
                     field="cites")
             found.append(cite)
         for ref in (r for r in (_soft_ref(s) for s in soft or ()) if r is not None):

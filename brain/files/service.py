@@ -227,7 +227,8 @@ class FilesService:
         rec = self.records.get(str(file_id).strip())
         if rec is None or not tenancy.visible(rec, self.caller):
             raise FileNotFound(
-                f"no uploaded file {file_id!r}; list_files shows the ids", file_id=file_id
+                f"no uploaded file {file_id!r}; 'brain files list' (the files tool's list "
+                "action) shows the ids", file_id=file_id
             )
         return rec
 

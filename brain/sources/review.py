@@ -49,7 +49,8 @@ class ChangeReview:
         change = self.journal.get(change_id)
         if change is None or not tenancy.visible(change.to_dict(), self.fs.sources.caller):
             raise ChangeNotFound(
-                f"no change {change_id!r}; list_changes shows the ones you may review.",
+                f"no change {change_id!r}; 'brain changes list' (the changes tool's list "
+                "action) shows the ones you may review.",
                 change_id=change_id,
             )
         return change
@@ -157,7 +158,7 @@ class ChangeReview:
             return DestinationOccupied(
                 f"{change.path} now holds other bytes than change {change.id} wrote (a later "
                 "write or an editor); revert that first, or write the file you want with "
-                "fs_write.",
+                "fs(action='write').",
                 change_id=change.id,
                 path=change.path,
             )
@@ -165,7 +166,8 @@ class ChangeReview:
             why = change.baseline_note or "its saved copy is missing from the journal"
             return BaselineMissing(
                 f"change {change.id} cannot be reverted: the content it replaced was not "
-                f"kept ({why}); write the old content yourself with fs_write, or approve it.",
+                f"kept ({why}); write the old content yourself with fs(action='write'), or "
+                "approve it.",
                 change_id=change.id,
             )
         return None
@@ -181,7 +183,8 @@ class ChangeReview:
         if fingerprint != self._fingerprint(change, disk):
             raise ChangeConflict(
                 f"change {change.id} moved on since its preview (the file or the change "
-                "changed); preview_change again and decide on what it shows now.",
+                "changed); preview it again (changes(action='preview')) and decide on what "
+                "it shows now.",
                 change_id=change.id,
             )
 

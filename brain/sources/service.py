@@ -205,7 +205,8 @@ class SourcesService:
         if rec is None:
             names = [r.name for r in self.registry.list(self.caller)]
             raise SourceNotFound(
-                f"no source {key!r}; known sources: {names or 'none'} (add one with add_source).",
+                f"no source {key!r}; known sources: {names or 'none'} (add one with 'brain "
+                "source add' or the sources tool's add action).",
                 source=key,
             )
         if not self.paths.reaches(rec.root):
@@ -508,7 +509,7 @@ class SourcesService:
         if not owners:
             raise PathOutsideSource(
                 f"{folder} is not inside any source in scope; add it with "
-                "add_source or pick a folder inside one.",
+                "'brain source add' (the sources tool's add action) or pick a folder inside one.",
                 path=folder,
             )
         rec = max(owners, key=lambda r: len(r.root))
