@@ -776,7 +776,8 @@ def _did_you_mean(name: str, names: list[str], shown: typing.Callable[[str], str
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     if close:
         return f"did you mean {shown(close[0])}?"
-    return "known: " + ", ".join(shown(n) for n in names)
+    more = ", ..." if len(names) > 12 else ""
+    return "the names there are " + ", ".join(names[:12]) + more + "."
 
 
 def _env_problem(name: str, origin: str) -> str | None:
