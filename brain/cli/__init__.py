@@ -9,24 +9,28 @@ from __future__ import annotations
 import argparse
 import sys
 
-from brain.cli import (
-    bench,
-    changes,
-    files,
-    health,
-    install,
-    maintenance,
-    model,
-    notes,
-    owner,
-    seed,
-    serve,
-    snapshots,
-    sources,
-)
-from brain.cli.common import open_brain, print_json
-from brain.errors import BrainError
-from brain.process.startup import brain_error_in
+try:  # Ctrl-C while the command modules load: the same one line as later, no traceback
+    from brain.cli import (
+        bench,
+        changes,
+        files,
+        health,
+        install,
+        maintenance,
+        model,
+        notes,
+        owner,
+        seed,
+        serve,
+        snapshots,
+        sources,
+    )
+    from brain.cli.common import open_brain, print_json
+    from brain.errors import BrainError
+    from brain.process.startup import brain_error_in
+except KeyboardInterrupt:
+    print("brain: [INTERRUPTED] brain stopped by Ctrl-C", file=sys.stderr)
+    raise SystemExit(130) from None
 
 COMMANDS = (serve, maintenance, health, seed, sources, changes, files, bench, owner, snapshots,
             install, model, notes)
