@@ -91,10 +91,11 @@ def data_dir_error(exc: BaseException, home: Path | None) -> BrainError | None:
 
 def log_writable(home: Path | None) -> bool:
     """Whether this process can write brain.log (its handler is set up, or the file could be)."""
-    if _log_file_handlers():
-        return True
     if home is None:
         return False
+    log_path = os.path.abspath(home / "brain.log")
+    if any(h.baseFilename == log_path for h in _log_file_handlers()):
+        return True
     target = home / "brain.log"
     return os.access(target if target.exists() else home, os.W_OK) if home.exists() else False
 

@@ -271,3 +271,16 @@ def test_brain_alone_prints_a_short_usage_of_the_commands_to_start_with() -> Non
         if ln.startswith("  brain "):
             words = ln.split("   ")[0].split()[1:]
             assert command_problem([w for w in words if w.islower()]) is None, ln
+
+
+def test_an_unexpected_start_failure_does_not_point_to_a_log_it_cannot_write(
+        home: Path) -> None:
+    """START_FAILED sends the reader to brain.log only when brain.log can be written."""
+    from brain.process import startup
+
+    home.mkdir(parents=True, exist_ok=True)
+    assert "details are in brain.log" in str(startup.as_brain_error(RuntimeError("boom"), home))
+    with read_only(home):
+        err = startup.as_brain_error(RuntimeError("boom"), home)
+    assert err.code == "START_FAILED" and "brain.log" in str(err)
+    assert "details are in brain.log" not in str(err) and "cannot be written" in str(err)
