@@ -118,7 +118,7 @@ def one_line(err: BrainError) -> str:
     return f"{PREFIX}: " + " ".join(str(err).split())
 
 
-def _log_file_handlers() -> list[logging.Handler]:
+def _log_file_handlers() -> list[logging.FileHandler]:
     return [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
 
 
