@@ -88,3 +88,103 @@ def test_health_scan_on_a_damaged_sources_db_is_typed(
     assert rc != 0
     assert "[STORE_DAMAGED]" in err and "sources.db" in err
     assert "Traceback" not in err
+
+
+# ------------------------------------------------------------------------ the change journal
+def _journal_with_writes(settings: Settings, tmp_path: Path,
+                         monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str], list[int]]:
+    """Three journalled fs writes; returns the journal, their change ids and line offsets."""
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    b = _open(settings)
+    try:
+        b.sources.add(str(folder), name="proj", sync=True)
+        ids = [b.fs.write("proj", f"n{i}.md", f"note {i}\n")["change"]["id"] for i in range(3)]
+    finally:
+        b.close()
+    journal = settings.home / "changes" / "journal.jsonl"
+    raw = journal.read_bytes()
+    offsets = [0] + [i + 1 for i, c in enumerate(raw) if c == 0x0A][:-1]
+    return journal, ids, offsets
+
+
+def _flip(path: Path, offset: int, value: int) -> None:
+    with path.open("r+b") as fh:
+        fh.seek(offset)
+        fh.write(bytes([value]))
+
+
+def _changes_list(cli_json) -> dict:  # noqa: ANN001
+    rc, out = cli_json("changes", "list", "--status", "all")
+    assert rc == 0
+    return out
+
+
+def test_a_byte_flip_in_the_journal_is_named_and_the_good_records_kept(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_json) -> None:  # noqa: ANN001
+    journal, ids, offsets = _journal_with_writes(settings, tmp_path, monkeypatch)
+    # A byte that is no UTF-8 at all, inside the second record (was: an untyped utf-8 error).
+    _flip(journal, offsets[1] + 200, 0xFF)
+    out = _changes_list(cli_json)
+    assert sorted(c["id"] for c in out["changes"]) == sorted([ids[0], ids[2]])
+    (d,) = out["journal_damage"]
+    assert d["path"] == str(journal) and d["offset"] == offsets[1]
+    assert "UTF-8" in d["reason"]
+    assert d["change_id"] == ids[1] and ids[1] in d["lost"]
+    assert str(journal) in out["warning"]
+
+
+def test_a_flip_that_stays_valid_json_is_caught_by_the_line_digest(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_json) -> None:  # noqa: ANN001
+    journal, ids, offsets = _journal_with_writes(settings, tmp_path, monkeypatch)
+    raw = journal.read_bytes()
+    at = raw.index(b'"snapshot_sha": "', offsets[2]) + len(b'"snapshot_sha": "')
+    _flip(journal, at, ord("0") if raw[at] != ord("0") else ord("1"))
+    out = _changes_list(cli_json)
+    assert sorted(c["id"] for c in out["changes"]) == sorted(ids[:2])
+    (d,) = out["journal_damage"]
+    assert d["offset"] == offsets[2] and "digest" in d["reason"] and d["change_id"] == ids[2]
+
+
+def test_a_truncated_journal_says_which_change_was_lost(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_json) -> None:  # noqa: ANN001
+    journal, ids, offsets = _journal_with_writes(settings, tmp_path, monkeypatch)
+    with journal.open("r+b") as fh:
+        fh.truncate(offsets[2] + 150)  # the last record cut after 150 bytes
+    out = _changes_list(cli_json)
+    assert sorted(c["id"] for c in out["changes"]) == sorted(ids[:2])
+    (d,) = out["journal_damage"]
+    assert d["offset"] == offsets[2] and d["length"] == 150
+    assert "cut short" in d["reason"]
+    assert d["event"] == "write" and d["change_id"] == ids[2]
+    assert d["lost"] == f"the record of a change of {ids[2]}"
+
+
+def test_another_users_lost_change_is_not_named(settings: Settings, tmp_path: Path) -> None:
+    from brain.trust.identity import Identity, acting_as
+
+    bob = Identity("bob", "b1")
+    folder = tmp_path / "bobs"
+    folder.mkdir()
+    b = _open(settings)
+    try:
+        with acting_as(bob):
+            b.sources.add(str(folder), name="bobs", sync=True)
+            cid = b.fs.write("bobs", "x.md", "bob's\n")["change"]["id"]
+    finally:
+        b.close()
+    journal = settings.home / "changes" / "journal.jsonl"
+    raw = journal.read_bytes()
+    journal.write_bytes(raw[:-5] + b"\xff" + raw[-4:])  # bob's record, damaged
+    b = _open(settings)
+    try:
+        mine = b.changes.list(status="all")  # the settings identity, not bob
+        (d,) = mine["journal_damage"]
+        assert d["change_id"] is None and cid not in str(mine)
+        assert "owner" not in d
+        with acting_as(bob):
+            (d,) = b.changes.list(status="all")["journal_damage"]
+        assert d["change_id"] == cid
+    finally:
+        b.close()
