@@ -86,3 +86,45 @@ def test_load_tokens_names_each_kind_of_damage(tmp_path: Path) -> None:
             own.load_tokens(tmp_path)
         assert str(path) in str(info.value) and "brain token add" in str(info.value)
         assert path.read_bytes() == bad
+
+
+# ------------------------------------------------------------------------ generations.json
+def _open(settings):  # noqa: ANN001, ANN202
+    from brain.app import Brain
+    from tests.conftest import hash_embedder
+
+    settings.embedding.model = "offline/hash-384"
+    return Brain(settings, embedder=hash_embedder()).open()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "shape"])
+def test_damaged_generations_json_is_named_with_the_fix(settings, damage: str) -> None:  # noqa: ANN001
+    from brain.errors import ConfigError
+    from brain.generations import state
+
+    b = _open(settings)
+    try:
+        b.memory.add("a note to keep", project="p")
+    finally:
+        b.close()
+    path = settings.home / state.STATE_FILE
+    state.save(settings.home, state.GenerationState(active=1, active_model="offline/hash-384",
+                                                    active_dimension=384))
+    good = path.read_bytes()
+    bad = {"truncate": good[: len(good) // 2],
+           "flip": good.replace(b'"active": 1', b'"active": \xff'),
+           "shape": b'{"active": "one", "rebuild": {"target": 3}}'}[damage]
+    path.write_bytes(bad)
+    with pytest.raises(ConfigError) as info:
+        _open(settings)
+    msg = str(info.value)
+    assert str(path) in msg, msg
+    assert info.value.details["path"] == str(path)
+    assert "_g1" in msg  # the generations found on disk, to write the fix with
+    assert path.read_bytes() == bad  # changed nothing
+    path.write_bytes(good)
+    b = _open(settings)
+    try:
+        assert len(list(b.memory.notes())) == 1
+    finally:
+        b.close()
