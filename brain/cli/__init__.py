@@ -25,7 +25,7 @@ from brain.cli import (
     sources,
 )
 from brain.cli.common import open_brain, print_json
-from brain.errors import BrainError
+from brain.errors import BrainError, disk_full, is_no_space
 
 COMMANDS = (serve, maintenance, health, seed, sources, changes, files, bench, owner, snapshots,
             install, model, notes)
@@ -46,6 +46,24 @@ def main(argv: list[str] | None = None) -> int:
     except BrainError as exc:
         print(f"brain: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        if not is_no_space(exc):
+            raise
+        # Every ENOSPC, from whichever path met it, is DISK_FULL with the figures and the fix.
+        print(f"brain: {disk_full(f'run `brain {args.command}`', _where(exc, args))}",
+              file=sys.stderr)
+        return 1
+
+
+def _where(exc: OSError, args: argparse.Namespace) -> str:
+    if exc.filename:
+        return str(exc.filename)
+    from config import load_settings
+
+    try:
+        return str(getattr(args, "home", None) or load_settings().home)
+    except ValueError:
+        return "."
 
 
 __all__ = ["COMMANDS", "build_parser", "main", "open_brain", "print_json"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import shutil
 import sqlite3
 import threading
 import uuid
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from brain.errors import StoreDamaged
+from brain.errors import BrainError, StoreDamaged, StoreError, disk_full
 from brain.trust import tenancy
 from brain.trust.identity import Identity
 
@@ -62,6 +63,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     data TEXT NOT NULL
 );
 """
+_LOW_SPACE = 16_000_000  # below this, an I/O error of SQLite at open is taken for a full disk
 # Sync jobs kept for sync_status after a restart (the newest; older ones are pruned).
 JOB_HISTORY = 1000
 
@@ -154,13 +156,30 @@ def check_file(path: Path) -> None:
     try:
         db = sqlite3.connect(str(path), timeout=30)
     except sqlite3.DatabaseError as exc:
-        raise damaged(path, str(exc)) from None
+        raise _typed(path, exc) from None
     try:
         _check(db, path)
     except sqlite3.DatabaseError as exc:
-        raise damaged(path, str(exc)) from None
+        raise _typed(path, exc) from None
     finally:
         db.close()
+
+
+_DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def _typed(path: Path, exc: sqlite3.DatabaseError) -> BrainError:
+    """Damage (a corrupt page, not a database) is STORE_DAMAGED; a full disk met while
+    opening (SQLite says "disk I/O error" when it cannot make its -wal or -shm) is
+    DISK_FULL; anything else is STORE_ERROR naming the file."""
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    if name.startswith(_DAMAGE) or "malformed" in str(exc):
+        return damaged(path, str(exc))
+    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) and \
+            shutil.disk_usage(path.parent).free < _LOW_SPACE:
+        return disk_full(f"open {path.name}", str(path))
+    return StoreError(f"{path} could not be opened ({name or type(exc).__name__}: {exc}); "
+                      "check its permissions and the disk, then retry.", path=str(path))
 
 
 def new_source_id() -> str:
@@ -184,7 +203,7 @@ class Registry:
             self._db.commit()
         except sqlite3.DatabaseError as exc:
             self._db.close()
-            raise damaged(self.path, str(exc)) from None
+            raise _typed(self.path, exc) from None
         except BaseException:
             self._db.close()
             raise

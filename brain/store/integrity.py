@@ -90,11 +90,30 @@ def store_bytes(store: Any) -> int:
 
 
 def space_to_open(store: Any) -> int:
-    """Bytes opening ``store`` may take beyond the margin: a new embedded shard's files."""
+    """Bytes opening ``store`` may take beyond the margin: a new embedded shard's files, or
+    what an existing shard's files grow by as Edge maps them (:func:`space_to_reopen`)."""
     path = getattr(backend_of(store), "path", None)
-    if path is None or (Path(path).is_dir() and any(Path(path).iterdir())):
+    if path is None:
         return 0
+    if Path(path).is_dir() and any(Path(path).iterdir()):
+        return space_to_reopen(Path(path))
     return CREATE_BYTES
+
+
+# Edge's payload index files are sparse (a 4 MiB page file and a 1 MiB tracker per index,
+# ~2 KB of them on disk) and it fills their holes as it maps a shard it opens: on tmpfs a
+# 5-note brain took 140 MB on its first reopen (measured). A page written into a hole on a
+# full disk is a SIGBUS, so an open checks that the holes fit first, the CLI's as the
+# server's (both open through brain/app.py).
+def space_to_reopen(shard: Path) -> int:
+    """Bytes the holes of an existing shard's payload index files may take when it is
+    opened (0 once they are filled: an open after the first costs nothing more)."""
+    grow = 0
+    for f in Path(shard).glob("segments/*/payload_index/*/*"):
+        with contextlib.suppress(OSError):
+            st = f.stat()
+            grow += max(0, st.st_size - st.st_blocks * 512)
+    return grow
 
 
 class SpaceGuard:
