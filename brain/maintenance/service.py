@@ -388,10 +388,10 @@ class MaintenanceService:
         notes = retired = 0
         lines = 0
 
-        def room() -> None:  # every 256 lines: the reserve stays free, or the export stops
+        def room() -> None:  # every 32 lines: the reserve stays free, or the export stops
             nonlocal lines
             lines += 1
-            if guard is not None and lines % 256 == 0:
+            if guard is not None and lines % 32 == 0:
                 guard.require("write the export")
 
         with open(tmp, "w", encoding="utf-8") as fh, _bar(self._count(), "export", progress) as bar:
