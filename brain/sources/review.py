@@ -104,8 +104,8 @@ class ChangeReview:
             "warning": (
                 f"{len(lost)} damaged line(s) in {self.journal.path} were skipped (offsets and "
                 "what each held are in journal_damage); every other change is listed. A lost "
-                "record's written file is still on disk: review it with fs_read. The file is "
-                "left as it is; keep a copy before moving it aside."
+                "record's written file is still on disk: review it with `fs` read (`brain fs "
+                "read`). The file is left as it is; keep a copy before moving it aside."
             ),
         }
 
