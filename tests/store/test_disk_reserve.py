@@ -108,7 +108,13 @@ def test_cli_export_on_a_nearly_full_disk_is_disk_full_not_sigbus(
     assert _free(disk) >= before - (1 << 20)  # the disk was not filled
     # The next command is the same typed refusal, not a traceback.
     _disk_full_line(_brain(home, "stats"))
+    # A disk with no byte left: the first write of any command (its owner record) meets
+    # ENOSPC, which is DISK_FULL too, where it was a traceback.
+    last = _fill(disk, 0)
+    line = _disk_full_line(_brain(home, "stats"))
+    assert "run `brain stats`" in line
     # With the space back, both work, and every note is exported.
+    last.unlink()
     filler.unlink()
     assert _brain(home, "export", str(disk / "out.jsonl")).returncode == 0
     assert (disk / "out.jsonl").read_text().count('"type": "note"') == 20
