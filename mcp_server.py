@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from brain import heap  # noqa: E402
 from brain.app import Brain  # noqa: E402
-from brain.errors import BrainError  # noqa: E402
+from brain.errors import BrainError, disk_full, is_no_space  # noqa: E402
 from brain.notes import NewMemoryType, Visibility  # noqa: E402
 from brain.process.logs import setup_logging  # noqa: E402
 from brain.search import rerank  # noqa: E402
@@ -160,6 +160,12 @@ def create_server(
                 return await anyio.to_thread.run_sync(functools.partial(_gated, fn, b))
         except BrainError as exc:
             raise CodedToolError.of(exc) from exc
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            # Every ENOSPC a tool meets, whichever path, is DISK_FULL with the figures.
+            raise CodedToolError.of(disk_full("finish this call",
+                                              str(exc.filename or b.home))) from exc
         finally:
             heap.touch()  # the store's mapped pages are given back once calls stop
 

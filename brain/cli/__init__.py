@@ -26,7 +26,7 @@ try:  # Ctrl-C while the command modules load: the same one line as later, no tr
         sources,
     )
     from brain.cli.common import open_brain, print_json
-    from brain.errors import BrainError
+    from brain.errors import BrainError, disk_full, is_no_space
     from brain.process.startup import brain_error_in
 except KeyboardInterrupt:
     print("brain: [INTERRUPTED] brain stopped by Ctrl-C", file=sys.stderr)
@@ -92,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     except BaseExceptionGroup as group:
         if group.subgroup(KeyboardInterrupt) is not None:
             return _interrupted(command)
-        return _unexpected(group)
+        return _unexpected(group, command)
     except (OSError, ValueError) as exc:
-        return _unexpected(exc)
+        return _unexpected(exc, command)
 
 
-def _unexpected(exc: BaseException) -> int:
+def _unexpected(exc: BaseException, command: str | None) -> int:
     """A failure with no typed error: a data dir that cannot be written or is full, or a
     bad setting, as their one line; anything else keeps its traceback (a bug to report)."""
     from brain.process.startup import data_dir_error, guess_home
@@ -113,7 +113,13 @@ def _unexpected(exc: BaseException) -> int:
         home = guess_home()
     except Exception:  # noqa: BLE001 - only to name the data dir
         home = None
-    on_disk = data_dir_error(exc, home)
+    if is_no_space(exc):
+        # Every ENOSPC, from whichever path met it (an export's target elsewhere too), is
+        # DISK_FULL with the free figure and the fix.
+        where = str(getattr(exc, "filename", None) or home or ".")
+        on_disk: BaseException | None = disk_full(f"run `brain {command or ''}`", where)
+    else:
+        on_disk = data_dir_error(exc, home)
     if on_disk is None:
         raise exc
     print(f"brain: {on_disk}", file=sys.stderr)

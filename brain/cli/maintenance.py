@@ -35,8 +35,12 @@ def migrate(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
+    """The open checks the reserve the store needs (brain/store/integrity.py, as the server's
+    start does), and the export keeps ``[storage] min_free_mb`` free on the disk it writes
+    to: a nearly full disk is DISK_FULL with the figures, never a SIGBUS or a full disk."""
     with open_brain(**_overrides(args)) as brain:
-        print_json(brain.maintenance.export_jsonl(args.path, progress=True))
+        print_json(brain.maintenance.export_jsonl(
+            args.path, progress=True, keep_free_mb=brain.settings.storage.min_free_mb))
     return 0
 
 

@@ -90,11 +90,55 @@ def store_bytes(store: Any) -> int:
 
 
 def space_to_open(store: Any) -> int:
-    """Bytes opening ``store`` may take beyond the margin: a new embedded shard's files."""
+    """Bytes opening ``store`` may take beyond the margin: a new embedded shard's files, or
+    what an existing shard's files grow by as Edge maps them (:func:`space_to_reopen`)."""
     path = getattr(backend_of(store), "path", None)
-    if path is None or (Path(path).is_dir() and any(Path(path).iterdir())):
+    if path is None:
         return 0
+    if Path(path).is_dir() and any(Path(path).iterdir()):
+        return space_to_reopen(Path(path))
     return CREATE_BYTES
+
+
+# Edge's payload index files are sparse (a 4 MiB page file and a 1 MiB tracker per index,
+# ~2 KB of them on disk). On tmpfs (and ramfs), where a mapped page is allocated as soon as it
+# is touched, even read, opening a shard fills those holes: a 5-note brain took 140 MB on
+# its first reopen (measured), and a page touched on a full tmpfs is a SIGBUS. On a disk
+# filesystem reading a hole allocates nothing, so the holes are not counted there.
+FILLS_HOLES = ("tmpfs", "ramfs")
+
+
+def space_to_reopen(shard: Path) -> int:
+    """Bytes opening an existing shard may take: on a filesystem that fills holes when they
+    are mapped, the holes of its payload index files (0 once filled); else 0."""
+    if fs_type(shard) not in FILLS_HOLES:
+        return 0
+    grow = 0
+    for f in Path(shard).glob("segments/*/payload_index/*/*"):
+        with contextlib.suppress(OSError):
+            st = f.stat()
+            grow += max(0, st.st_size - st.st_blocks * 512)
+    return grow
+
+
+def fs_type(path: Path) -> str:
+    """The type of the filesystem holding ``path`` (Linux: the longest mount point above it
+    in /proc/self/mounts); "" where it cannot be told."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    real = os.path.realpath(path)
+    best, kind = "", ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind
 
 
 class SpaceGuard:
