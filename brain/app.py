@@ -65,8 +65,8 @@ from brain.store.snapshots import Snapshots
 from brain.store.stamping import RequestStampingStore
 from brain.trust.identity import Identity
 from brain.trust.paths import PathPolicy
-from brain.vector_store import Match, VectorStore, build_store, scroll_all
-from brain.vector_store.base import Filter, PayloadRewrites, ServerCollection
+from brain.vector_store import VectorStore, build_store
+from brain.vector_store.base import PayloadRewrites, ServerCollection
 from brain.vector_store.forwarding import backend_of
 from brain.vector_store.journal import Probe
 from brain.workers import WorkerRegistry, run_every
@@ -588,13 +588,9 @@ class Brain:
         )
 
     def _load_graph(self) -> None:
-        if self.graph.load(self.meta.graph_seq):
-            log.info("graph cache loaded: %s", self.graph.stats())
-            return
-        notes = (p.payload for p in scroll_all(self.store, Filter(must=(Match("kind", "note"),))))
-        self.graph.rebuild(notes, self.meta.graph_seq)
-        self.graph.save()
-        log.info("graph rebuilt from the store: %s", self.graph.stats())
+        """The cache, or the graph rebuilt from the store with a warning naming what the cache
+        had lost (brain/store/integrity.py, load_graph)."""
+        integrity.load_graph(self.home, self.graph, self.store, self.meta.graph_seq)
 
     def save_graph(self) -> None:
         if self.meta.graph_dirty:
