@@ -1,0 +1,83 @@
+"""Damaged files are detected, named and refused (issue 50, finding 6): a truncated Edge payload
+tracker, a corrupt snapshot given to ``brain restore``. Real Qdrant Edge shards in temp dirs,
+damaged on disk as a crash or a bad disk would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from brain.app import Brain
+from brain.errors import StoreDamaged
+from brain.memory.bulk import bulk_add
+from config import Settings
+from tests.conftest import hash_embedder
+from tests.security.test_storage_faults import ROOT, _env, _one_line_refusal, _serve
+
+
+def _open(settings: Settings) -> Brain:
+    settings.embedding.model = "offline/hash-384"
+    return Brain(settings, embedder=hash_embedder()).open()
+
+
+def _build(settings: Settings, n: int) -> list[str]:
+    b = _open(settings)
+    try:
+        return bulk_add(b.memory, [f"note {i}: the heronvale queue retries {i}"
+                                   for i in range(n)], project="ops").zk_ids
+    finally:
+        b.close()
+
+
+def _truncate_tracker(root: Path) -> Path:
+    """Cut the tracker that maps each point to its payload, under ``root`` (a data dir's store
+    or a snapshot); its journal, replayed at open, emptied too: the bytes a bad disk loses."""
+    (tracker,) = root.glob("**/segments/*/payload_storage/tracker.dat")
+    with tracker.open("r+b") as fh:
+        fh.truncate(1000)
+    (tracker.parent / "tracker_journal.dat").write_bytes(b"")
+    return tracker
+
+
+def test_a_truncated_payload_tracker_is_refused_and_named(settings: Settings) -> None:
+    _build(settings, 300)
+    tracker = _truncate_tracker(settings.home / "store")
+    with pytest.raises(StoreDamaged) as err:
+        _open(settings)
+    msg = str(err.value)
+    assert msg.startswith("[STORE_DAMAGED]") and "answers no payload" in msg
+    assert str(tracker) in msg and "brain restore" in msg and "brain snapshots" in msg
+    # A real server refuses the same way: one line, exit code 2, no traceback.
+    line = _one_line_refusal(_serve("brain_serve", settings.home), settings.home,
+                             "STORE_DAMAGED")
+    assert "tracker.dat" in line
+
+
+def test_restore_of_a_corrupt_snapshot_fails_and_keeps_the_store(settings: Settings) -> None:
+    ids = _build(settings, 300)
+    b = _open(settings)
+    try:
+        snap = b.snapshots.take()
+    finally:
+        b.close()
+    _truncate_tracker(Path(snap["path"]) / "shard")  # the snapshot rotted on disk
+    before = sorted(p.name for p in settings.home.iterdir() if p.name != "owner.lock")
+    files_before = sorted(str(p) for p in (settings.home / "store").rglob("*"))
+    proc = subprocess.run([sys.executable, "-m", "brain.cli", "restore", snap["name"]],
+                          cwd=str(ROOT), env=_env(settings.home), capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode != 0, proc.stdout
+    assert "[STORE_DAMAGED] snapshot " + snap["name"] + " is damaged" in proc.stderr, proc.stderr
+    assert "answers no payload" in proc.stderr and "Nothing was restored" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    after = sorted(p.name for p in settings.home.iterdir() if p.name != "owner.lock")
+    assert after == before  # nothing moved aside, no half-restored copy left
+    assert sorted(str(p) for p in (settings.home / "store").rglob("*")) == files_before
+    b = _open(settings)  # the current store was left as it was, and serves
+    try:
+        assert sorted(n["zk_id"] for n in b.memory.notes()) == sorted(ids)
+    finally:
+        b.close()
