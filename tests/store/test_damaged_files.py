@@ -1,5 +1,6 @@
 """Damaged files are detected, named and refused (issue 50, finding 6): a truncated Edge payload
-tracker, a corrupt snapshot given to ``brain restore``. Real Qdrant Edge shards in temp dirs,
+tracker, a corrupt snapshot given to ``brain restore``, a damaged stored document text
+before a reprocess. Real Qdrant Edge shards in temp dirs,
 damaged on disk as a crash or a bad disk would."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +83,53 @@ def test_restore_of_a_corrupt_snapshot_fails_and_keeps_the_store(settings: Setti
         assert sorted(n["zk_id"] for n in b.memory.notes()) == sorted(ids)
     finally:
         b.close()
+
+
+def _ready_document(brain: Any, tmp_path: Path) -> dict[str, Any]:
+    doc = tmp_path / "runbook.md"
+    doc.write_text("# Runbook\n\n" + "\n\n".join(
+        f"Step {i}: the osprelyne failover drains queue {i} before the cutover."
+        for i in range(60)))
+    rec = brain.files.ingest(doc)
+    done = brain.files.wait(rec["id"], 30)
+    assert done["status"] == "ready" and done["chunks_count"] > 1, done
+    stored = brain.files.records.get(rec["id"])
+    assert not brain.files.blobs.has(stored["storage_path"])  # the default: only its text kept
+    return dict(done)
+
+
+def _damage_text(path: Path, how: str) -> None:
+    raw = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    else:  # one word changed inside the text: still valid JSON, silently different
+        path.write_bytes(raw.replace(b"osprelyne failover drains queue 7 ",
+                                     b"osprelyne failover skips  queue 7 ", 1))
+
+
+@pytest.mark.parametrize("how", ["truncated", "flipped"])
+def test_reprocess_of_a_damaged_text_keeps_the_chunks(
+    brain: Any, tmp_path: Path, how: str
+) -> None:
+    rec = _ready_document(brain, tmp_path)
+    svc = brain.files
+    chunks = svc.count_points(rec["id"])
+    assert chunks == rec["chunks_count"]
+    text_path = svc.texts.root / f"{rec['id']}.json"
+    _damage_text(text_path, how)
+    with pytest.raises(StoreDamaged) as err:
+        svc.reprocess(rec["id"])
+    msg = str(err.value)
+    assert str(text_path) in msg and "chunks were kept" in msg and "upload the file again" in msg
+    # Nothing changed: the record, its chunks, and search over them.
+    assert svc.get(rec["id"])["status"] == "ready"
+    assert svc.count_points(rec["id"]) == chunks
+    hits = svc.search("osprelyne failover cutover", limit=5, threshold=-1)
+    assert any(h["file_id"] == rec["id"] for h in hits), hits
+
+
+def test_reprocess_of_a_sound_text_still_works(brain: Any, tmp_path: Path) -> None:
+    rec = _ready_document(brain, tmp_path)
+    brain.files.reprocess(rec["id"])
+    again = brain.files.wait(rec["id"], 30)
+    assert again["status"] == "ready" and again["chunks_count"] == rec["chunks_count"]
