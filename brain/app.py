@@ -594,8 +594,12 @@ class Brain:
 
     def save_graph(self) -> None:
         if self.meta.graph_dirty:
-            self.graph.seq = self.meta.graph_saved()
-            self.graph.save()
+            # Under the notes' write lock: a write bumps the sequence number before its store
+            # write and changes the graph after, so a cache taken between the two would carry
+            # the new number without the links (and a crash then load it as current).
+            with self.memory._write_lock:
+                data = self.graph.dump(self.meta.graph_saved())
+            self.graph.save(data)
 
     def _warm_up(self) -> None:
         if isinstance(getattr(self.embedder, "inner", self.embedder), RemoteEmbedder):

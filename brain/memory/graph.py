@@ -221,21 +221,28 @@ class LinkGraph:
         """The saver's pause before its next save: ``base_s``, or longer when saves are slow."""
         return max(base_s, self.last_save_s / SAVE_SHARE)
 
-    def save(self) -> None:
+    def save(self, data: dict[str, Any] | None = None) -> None:
+        """Write the cache: ``data`` (a :meth:`dump` taken earlier), else the graph now."""
         t0 = time.monotonic()
         try:
-            self._save()
+            self._save(data if data is not None else self.dump())
         finally:
             self.last_save_s = time.monotonic() - t0
 
-    def _save(self) -> None:
+    def dump(self, seq: int | None = None) -> dict[str, Any]:
+        """The cache's content now, stamped ``seq`` (default: the graph's own). Taken under
+        the caller's write lock, it pairs a sequence number with exactly its links."""
         with self._lock:
-            data = {
+            if seq is not None:
+                self.seq = seq
+            return {
                 "version": CACHE_VERSION,
                 "seq": self.seq,
                 "notes": self.notes.dump(),
                 "edges": [[s, d, a.get("relation", "related")] for s, d, a in self.g.edges(data=True)],
             }
+
+    def _save(self, data: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".graph-", suffix=".json")
         try:

@@ -170,3 +170,42 @@ def test_a_clean_restart_warns_of_nothing(home: Path, caplog: pytest.LogCaptureF
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("graph cache loaded") for m in messages), messages
     assert not [m for m in messages if "rebuilt the link graph" in m]
+
+
+def test_the_cache_is_never_saved_between_a_link_write_and_its_graph_change(
+    home: Path
+) -> None:
+    """A write bumps the graph's number, writes the store, then changes the graph, all under
+    the notes' write lock; the saver takes the cache under the same lock, so a cache stamped
+    with the new number always holds the new link (else a crash loads it as current)."""
+    import threading
+
+    from brain.notes import point_id
+
+    with Brain(_offline(home)) as b:
+        a = b.memory.add("the grebemoor cache", project="p", autolink=False).note["zk_id"]
+        c = b.memory.add("grebemoor warm-up", project="p", autolink=False).note["zk_id"]
+        b.save_graph()
+        mid_write, saved = threading.Event(), threading.Event()
+
+        def writer() -> None:  # a link write, held open between its store write and graph
+            with b.memory._write_lock:
+                b.meta.mark_graph_dirty()
+                b.store.set_payload([point_id(a)], {"links": [c], "link_types": {c: "related"}})
+                mid_write.set()
+                saved.wait(timeout=1.0)  # a saver that does not wait for the lock saves now
+                b.graph.set_links(a, [c], {c: "related"})
+
+        def saver() -> None:
+            mid_write.wait()
+            b.save_graph()
+            saved.set()
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=saver)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        data = json.loads(b.graph.path.read_text())
+        assert data["seq"] == b.meta.graph_seq
+        assert [a, c, "related"] in data["edges"]
