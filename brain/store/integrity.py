@@ -317,7 +317,7 @@ def _linked_notes(home: Path, store: Any, seed: int | None) -> Any:
 def _payloads(home: Path, store: Any, points: Any) -> Any:
     for p in points:
         if not p.payload:
-            raise _no_payload(home, store, p.id)
+            raise no_payload(home, store, p.id)
         yield p.payload
 
 
@@ -398,7 +398,8 @@ def payload_files(store: Any) -> list[str]:
     return sorted(str(f) for f in Path(path).glob("**/payload_storage/tracker.dat"))
 
 
-def _no_payload(home: Path, store: Any, point: str) -> StoreDamaged:
+def no_payload(home: Path, store: Any, point: str) -> StoreDamaged:
+    """The damage a point read without its payload is (its store's payload trackers named)."""
     files = payload_files(store)
     where = (f"the payload tracker {', '.join(files)} is damaged (truncated or overwritten)"
              if files else "the store's payload storage is damaged")
@@ -422,7 +423,7 @@ def check_sample(home: Path, store: Any, seed: int | None = None) -> int:
             # every point the brain writes has one (a damaged payload tracker answers none);
             # their fields are not, since older brains wrote notes without ``kind``.
             if not p.payload:
-                raise _no_payload(home, store, p.id)
+                raise no_payload(home, store, p.id)
             fault = _vector_fault(p.dense)
             if fault is not None:
                 raise _damaged(home, f"{fault} (point {p.id})", point=p.id)

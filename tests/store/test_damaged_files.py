@@ -15,6 +15,7 @@ import pytest
 from brain.app import Brain
 from brain.errors import StoreDamaged
 from brain.memory.bulk import bulk_add
+from brain.vector_store import Point
 from config import Settings
 from tests.conftest import hash_embedder
 from tests.security.test_storage_faults import ROOT, _env, _one_line_refusal, _serve
@@ -133,3 +134,22 @@ def test_reprocess_of_a_sound_text_still_works(brain: Any, tmp_path: Path) -> No
     brain.files.reprocess(rec["id"])
     again = brain.files.wait(rec["id"], 30)
     assert again["status"] == "ready" and again["chunks_count"] == rec["chunks_count"]
+
+
+def test_a_point_read_without_its_payload_is_named_damage(brain: Any) -> None:
+    """What a damaged payload tracker answers at a read the start sample missed: the point,
+    its vectors, and no payload. Any read of it through the store stack is STORE_DAMAGED
+    naming the tracker, never an untyped KeyError 'zk_id' or a NOTE_NOT_FOUND."""
+    from brain.notes import point_id
+    from brain.vector_store.forwarding import backend_of
+
+    zk = brain.memory.add("the larkspur queue drains at noon", project="p").note["zk_id"]
+    (stored,) = brain.store.retrieve([point_id(zk)], with_vectors=True)
+    backend_of(brain.store).upsert([Point(stored.id, {}, stored.dense, stored.sparse)])
+    with pytest.raises(StoreDamaged) as err:
+        brain.memory.get(zk)
+    msg = str(err.value)
+    assert "answers no payload" in msg and "payload_storage/tracker.dat" in msg
+    assert "brain restore" in msg
+    with pytest.raises(StoreDamaged):  # a scan over it (an export, a health scan) too
+        brain.store.scroll(None, limit=1000)
