@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
@@ -131,3 +132,41 @@ def test_seed_writes_nothing_when_a_later_entry_is_bad(tmp_path: Path, home: Pat
         assert "nothing was written" in res.stderr
         assert not (home / "owner.json").exists()  # refused before any server started
     assert not (home / "store_manifest.json").exists()  # no store was ever opened
+
+
+def _rpc(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
+         ) -> tuple[httpx.Response, dict[str, Any] | None]:
+    res = client.post(url, json=body, headers=headers)
+    if not res.content:
+        return res, None
+    if res.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [ln[5:].strip() for ln in res.text.splitlines() if ln.startswith("data:")]
+        return res, json.loads(data[-1])
+    return res, res.json()
+
+
+def test_a_resent_request_id_in_a_session_is_applied_once(server: Server) -> None:
+    """No key: within a stateful MCP session, a write resent with its JSON-RPC request id
+    (which MCP forbids reusing for another request) is the same call."""
+    headers = {"Authorization": f"Bearer {_token(server)}",
+               "Accept": "application/json, text/event-stream"}
+    with httpx.Client(timeout=60) as client:
+        res, _ = _rpc(client, server.url, headers, {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "retrier", "version": "1"}}})
+        session = res.headers.get("mcp-session-id")
+        assert session, res.headers
+        headers["mcp-session-id"] = session
+        _rpc(client, server.url, headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "add_memory",
+                           "arguments": {"content": "the wrenholt cache is sharded by tenant"}}}
+        answers = [_rpc(client, server.url, headers, call)[1] for _ in range(2)]
+        ids = [a["result"]["structuredContent"]["note"]["zk_id"] for a in answers if a]
+        assert len(ids) == 2 and ids[0] == ids[1], answers
+        # The next request id is a new call.
+        other = _rpc(client, server.url, headers, {**call, "id": 8})[1]
+        assert other and other["result"]["structuredContent"]["note"]["zk_id"] != ids[0]
+    _stop(server)
+    assert len(_notes_with(server.home, "wrenholt")) == 2
