@@ -56,6 +56,7 @@ from mcp_surface.args import (  # noqa: E402
     ZkId,
 )
 from mcp_surface.calls import Services  # noqa: E402
+from mcp_surface.idempotency import IdempotentCalls  # noqa: E402
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, WRITE, tool  # noqa: E402
 from mcp_surface.profiles import Profile, ProfileGate  # noqa: E402
 from mcp_surface.recall import (  # noqa: E402
@@ -136,6 +137,7 @@ def create_server(
     mcp.add_middleware(ProfileGate(profile))  # before forwarding: the owner gets the new shape
     if http:
         mcp.add_middleware(routing.TokenIdentity())
+        mcp.add_middleware(IdempotentCalls())  # after the caller is known, before forwarding
     if brain is None and shared_state is None:
         from webui import host as webui_host
 

@@ -66,8 +66,8 @@ from brain.store.snapshots import Snapshots
 from brain.store.stamping import RequestStampingStore
 from brain.trust.identity import Identity
 from brain.trust.paths import PathPolicy
-from brain.vector_store import Match, VectorStore, build_store, scroll_all
-from brain.vector_store.base import Filter, PayloadRewrites, ServerCollection
+from brain.vector_store import VectorStore, build_store
+from brain.vector_store.base import PayloadRewrites, ServerCollection
 from brain.vector_store.forwarding import backend_of
 from brain.vector_store.journal import Probe
 from brain.workers import WorkerRegistry, run_every
@@ -591,18 +591,18 @@ class Brain:
         )
 
     def _load_graph(self) -> None:
-        if self.graph.load(self.meta.graph_seq):
-            log.info("graph cache loaded: %s", self.graph.stats())
-            return
-        notes = (p.payload for p in scroll_all(self.store, Filter(must=(Match("kind", "note"),))))
-        self.graph.rebuild(notes, self.meta.graph_seq)
-        self.graph.save()
-        log.info("graph rebuilt from the store: %s", self.graph.stats())
+        """The cache, or the graph rebuilt from the store with a warning naming what the cache
+        had lost (brain/store/integrity.py, load_graph)."""
+        integrity.load_graph(self.home, self.graph, self.store, self.meta.graph_seq)
 
     def save_graph(self) -> None:
         if self.meta.graph_dirty:
-            self.graph.seq = self.meta.graph_saved()
-            self.graph.save()
+            # Under the notes' write lock: a write bumps the sequence number before its store
+            # write and changes the graph after, so a cache taken between the two would carry
+            # the new number without the links (and a crash then load it as current).
+            with self.memory._write_lock:
+                data = self.graph.dump(self.meta.graph_saved())
+            self.graph.save(data)
 
     def _warm_up(self) -> None:
         if isinstance(getattr(self.embedder, "inner", self.embedder), RemoteEmbedder):

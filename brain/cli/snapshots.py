@@ -7,6 +7,7 @@ Brain, which would refuse it), holding the data dir so no server can serve it me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,13 +46,20 @@ def _list(args: argparse.Namespace) -> int:  # noqa: ARG001
 
 
 def _restore(args: argparse.Namespace) -> int:
+    from brain.embedding.registry import resolve_record
     from brain.process.owner import exclusive
     from brain.store import snapshots
 
     s = _settings()
+    dimension = s.embedding.dimension or 0
+    with contextlib.suppress(Exception):  # the snapshot's own config names it anyway
+        dimension = resolve_record(s.embedding.model, s.embedding.dimension,
+                                   provider=s.embedding.provider).dimension
     with exclusive(s.home, "cli"):
+        # Verified before anything moves: a damaged snapshot is refused (StoreDamaged, exit 1)
+        # and the current store stays as it was.
         print_json(snapshots.restore(s.home, _store_dir(s), args.name, s.storage.min_free_mb,
-                                     s.graph_path))
+                                     s.graph_path, dimension))
     return 0
 
 

@@ -35,7 +35,14 @@ from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import query_vector
 from brain.embedding.registry import Embedder
-from brain.errors import FileNotFound, FileTooLarge, InvalidArgument, disk_full, is_no_space
+from brain.errors import (
+    FileNotFound,
+    FileTooLarge,
+    InvalidArgument,
+    StoreDamaged,
+    disk_full,
+    is_no_space,
+)
 from brain.files.retention import Keeper
 from brain.files.store import BlobStore, DuplicateContent, FileRecords, TextStore
 from brain.files.worker import FileWorker, chunk_point_id, chunks_of
@@ -270,6 +277,7 @@ class FilesService:
         they are kept, else re-chunked from its stored (redacted) text."""
         rec = self._owned(file_id)
         with self._write_lock:
+            self._check_source(rec)
             if self.blobs.has(rec["storage_path"]):
                 self.texts.remove(rec["id"])  # parse the bytes again (a newer parser)
             elif not self.keeper.has_source(rec):
@@ -288,6 +296,27 @@ class FilesService:
             raise FileNotFound(f"file {file_id!r} was deleted meanwhile", file_id=file_id)
         self._enqueue(rec["id"], generation)
         return public(updated)
+
+    def _check_source(self, rec: dict[str, Any]) -> None:
+        """A reprocess drops the file's chunks before it indexes the file again: refuse it,
+        keeping the chunks, when what it would index from is damaged (kept bytes whose hash
+        is not the upload's, a stored text that fails its digest or does not parse)."""
+        fault, where = None, ""
+        if self.blobs.has(rec["storage_path"]):
+            where = str(self.blobs.root / rec["storage_path"])
+            data = self.blobs.read(rec["storage_path"])
+            if rec.get("content_hash") and hashlib.sha256(data).hexdigest() != rec["content_hash"]:
+                fault = "its bytes no longer match the hash recorded at upload"
+        else:
+            where = str(self.texts.path(rec["id"]))
+            fault = self.texts.damage(rec["id"])
+        if fault is not None:
+            raise StoreDamaged(
+                f"{rec['file_name']} cannot be reprocessed: its stored copy {where} is "
+                f"damaged ({fault}). Its {rec.get('chunks_count') or 0} chunks were kept and "
+                "still answer search_files; upload the file again to index it anew, or "
+                "restore a snapshot (`brain snapshots`, `brain restore NAME`).",
+                file_id=rec["id"], path=where)
 
     def restore(self, rec: dict[str, Any], text: dict[str, Any] | None,
                 raw: bytes | None) -> bool:
