@@ -237,8 +237,9 @@ class OwnerEndpoint:
     # -------------------------------------------------------------- commands
     async def run_command(self, body: dict[str, Any]) -> JSONResponse:
         """One ``brain`` command posted to ``/command``: ``{command, args, caller, pid}``."""
-        ident = body.get("caller") if isinstance(body.get("caller"), dict) else {}
-        args = body.get("args") if isinstance(body.get("args"), dict) else None
+        raw_caller, raw_args = body.get("caller"), body.get("args")
+        ident: dict[str, Any] = raw_caller if isinstance(raw_caller, dict) else {}
+        args: dict[str, Any] | None = raw_args if isinstance(raw_args, dict) else None
         if not ident.get("user_id") or not ident.get("agent_id"):
             return _refused("UNAUTHORIZED", "a command must name its caller (user_id, "
                             "agent_id): update the brain CLI", 401)
@@ -249,15 +250,17 @@ class OwnerEndpoint:
             self.seen(int(body["pid"]), caller, call=True)
         name = str(body.get("command") or "")
 
+        given = args
+
         def work() -> Any:
             with acting_as(caller), paths.via(paths.LOCAL):
-                return ops.execute(live(self.state), name, args)
+                return ops.execute(live(self.state), name, given)
 
         try:
             if name == "job.status":
-                data = self.jobs.get(str(args.get("job") or ""))
+                data = self.jobs.get(str(args.get("job") or ""), caller)
             elif ops.get(name).background:
-                data = self.jobs.start(name, work)
+                data = self.jobs.start(name, work, caller)
             else:
                 data = await anyio.to_thread.run_sync(work)
         except BrainError as exc:

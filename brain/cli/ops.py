@@ -109,6 +109,7 @@ def execute(brain: Any, name: str, args: dict[str, Any]) -> Any:
 class Job:
     id: str
     command: str
+    caller: object  # who started it: only they follow it
     status: str = "running"
     started: float = field(default_factory=time.time)
     finished: float | None = None
@@ -131,8 +132,8 @@ class Jobs:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def start(self, name: str, run: Callable[[], Any]) -> dict[str, Any]:
-        job = Job(f"cmd-{uuid.uuid4().hex[:12]}", name)
+    def start(self, name: str, run: Callable[[], Any], caller: object) -> dict[str, Any]:
+        job = Job(f"cmd-{uuid.uuid4().hex[:12]}", name, caller)
 
         def body() -> None:
             try:
@@ -154,9 +155,11 @@ class Jobs:
         threading.Thread(target=body, name=f"brain-{name}", daemon=True).start()
         return job.to_dict()
 
-    def get(self, job_id: str) -> dict[str, Any]:
+    def get(self, job_id: str, caller: object) -> dict[str, Any]:
+        """The job ``job_id`` as ``caller`` may see it: one it started; another's reads as
+        missing, as every record a caller may not see does (brain/trust/tenancy.py)."""
         job = self._jobs.get(job_id)
-        if job is None:
+        if job is None or job.caller != caller:
             raise InvalidArgument(f"no command job {job_id!r} in this server (it restarted, "
                                   "or the id is wrong)", field="job")
         return job.to_dict()

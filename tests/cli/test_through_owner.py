@@ -266,3 +266,68 @@ def test_ctrl_c_detaches_from_a_sync_in_the_server(
             break
         assert time.monotonic() < deadline, status
         time.sleep(0.2)
+
+
+def _post(home: Path, body: Any, token: str | None = None) -> tuple[int, dict[str, Any]]:
+    import httpx
+
+    info = own.read_info(home)
+    token = own.read_owner_token(home) if token is None else token
+    with httpx.Client(transport=httpx.HTTPTransport(uds=info.address), timeout=HANG_S) as http:
+        res = http.post("http://localhost/command", json=body,
+                        headers={"Authorization": f"Bearer {token}"})
+    return res.status_code, res.json()
+
+
+def test_the_command_route_checks_its_caller(
+    server: subprocess.Popen[bytes], home: Path, tmp_path: Path,
+) -> None:
+    me = {"user_id": "default", "agent_id": "default"}
+    assert _post(home, {"command": "stats", "args": {}, "caller": me}, token="wrong")[0] == 401
+    code, data = _post(home, {"command": "stats", "args": {}})
+    assert code == 401 and data["error"] == "UNAUTHORIZED" and "name its caller" in data["message"]
+    code, data = _post(home, {"command": "stats", "args": [], "caller": me})
+    assert code == 400 and data["error"] == "INVALID_ARGUMENT"
+    code, data = _post(home, {"command": "drop-everything", "args": {}, "caller": me})
+    assert code == 409 and data["error"] == "INVALID_ARGUMENT"
+    assert "no brain command 'drop-everything'" in data["message"]
+    code, data = _post(home, {"command": "stats", "args": {}, "caller": me})
+    assert code == 200 and not any(data["result"]["by_memory_type"].values())  # none written
+
+    # A background command is followed by the caller that started it, and by no other.
+    export = tmp_path / "empty.jsonl"
+    code, data = _post(home, {"command": "export", "args": {"path": str(export)}, "caller": me})
+    assert code == 200
+    code, job = _post(home, {"command": "import", "args": {"path": str(export),
+                                                           "on_conflict": "skip"}, "caller": me})
+    assert code == 200 and job["result"]["status"] in ("running", "done")
+    ask = {"command": "job.status", "args": {"job": job["result"]["job_id"]}}
+    other = {"user_id": "mallory", "agent_id": "default"}
+    code, data = _post(home, {**ask, "caller": other})
+    assert code == 409 and "no command job" in data["message"]
+    deadline = time.monotonic() + HANG_S
+    while (data := _post(home, {**ask, "caller": me})[1]["result"])["status"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert data["status"] == "done" and data["result"]["imported"] == 0
+
+
+def test_a_refusal_reads_the_same_through_either_door(
+    home: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same command, refused by a Brain of its own and by the running server: the same
+    one line, code and message (a Brain of its own also logs its start to stderr)."""
+    argv = ["notes", "verify", "ZK-00000000"]
+    assert main(argv) == 1
+    alone = capsys.readouterr()
+    proc = _start_server(home, {}, 120.0)
+    try:
+        assert main(argv) == 1
+        served = capsys.readouterr()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=HANG_S)
+    said = [line for line in alone.err.splitlines() if line.startswith("brain:")]
+    assert len(said) == 1 and said[0].startswith("brain: [NOTE_NOT_FOUND] no note ZK-00000000")
+    assert served.err.splitlines() == said and served.out == alone.out == ""
