@@ -53,6 +53,36 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
+class Status:
+    """One progress line on stderr: redrawn in place on a terminal, else a line per change
+    every few seconds (a log or a pipe gets no escape codes)."""
+
+    EVERY_S = 2.0  # off a terminal, a line at most this often
+
+    def __init__(self, show: bool = True) -> None:
+        self.on = show
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+        self.at = 0.0
+
+    def show(self, line: str) -> None:
+        import time
+
+        if not self.on or line == self.last:
+            return
+        if not self.tty and self.last and time.monotonic() - self.at < self.EVERY_S:
+            return
+        self.last, self.at = line, time.monotonic()
+        if self.tty:
+            print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        if self.on and self.tty and self.last:
+            print(file=sys.stderr, flush=True)
+
+
 def running_owner(home: Path) -> tuple[OwnerInfo, str] | None:
     """The live server that owns ``home`` and its owner token, or None when none runs."""
     from brain.process import owner as own

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from brain.cli import ops
-from brain.cli.common import door, print_json, run
+from brain.cli.common import Status, door, print_json, run
 from brain.cli.ops import op
 
 MIGRATION_NAMES = ("memory-schema", "note-kind", "memory-type")
@@ -91,11 +91,11 @@ def follow_job(d: Any, job: dict[str, Any], what: str, show: bool = True,
     line on stderr; Ctrl-C detaches (the work continues in the server)."""
     import time
 
+    status = Status(show)
     try:
         while job["status"] == "running":
-            if show:
-                print(f"\r{what}: running in the server (pid {d.pid}), {job['elapsed_s']} s"
-                      "\033[K", end="", file=sys.stderr, flush=True)
+            status.show(f"{what}: running in the server (pid {d.pid}), "
+                        f"{int(job['elapsed_s'])} s")
             time.sleep(poll_s)
             job = d.run("job.status", {"job": job["job_id"]})
     except KeyboardInterrupt:
@@ -103,8 +103,7 @@ def follow_job(d: Any, job: dict[str, Any], what: str, show: bool = True,
               "it finishes (`brain status` shows the server)", file=sys.stderr, flush=True)
         return {**job, "detached": True}
     finally:
-        if show:
-            print(file=sys.stderr, flush=True)
+        status.end()
     return job
 
 

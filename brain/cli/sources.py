@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from brain.cli.common import Door, door, print_json, run
+from brain.cli.common import Door, Status, door, print_json, run
 from brain.cli.ops import op
 from brain.sources.registry import EDITABLE_FIELDS, TRIGGERS
 
@@ -150,11 +150,11 @@ def follow(d: Door, job_id: str, source: str, show: bool = True,
     queue the job continues (the command detaches and says how to cancel it); in this
     command's own brain it is cancelled (the brain closes with the command)."""
     job: dict[str, Any] = {"job_id": job_id, "status": "queued"}
+    status = Status(show)
     try:
         while True:
             job = d.run("source.job", {"job": job_id})
-            if show:
-                print(f"\r{_line(job)}\033[K", end="", file=sys.stderr, flush=True)
+            status.show(_line(job))
             if job["status"] not in ("queued", "running"):
                 return job
             time.sleep(poll_s)
@@ -169,8 +169,7 @@ def follow(d: Door, job_id: str, source: str, show: bool = True,
         d.run("source.cancel", {"job": job_id})
         return dict(d.run("source.wait", {"job": job_id, "timeout_s": 10}))
     finally:
-        if show:
-            print(file=sys.stderr, flush=True)
+        status.end()
 
 
 def _reset(args: argparse.Namespace) -> int:
