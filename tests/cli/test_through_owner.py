@@ -215,18 +215,20 @@ def _read_until(proc: subprocess.Popen[bytes], needle: bytes, seen: bytearray) -
             seen += chunk
 
 
-def test_ctrl_c_detaches_from_a_sync_in_the_server(
-    server: subprocess.Popen[bytes], home: Path, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    big = tmp_path / "big"
+def _big_folder(tmp: Path) -> Path:
+    """A folder whose sync takes a while on the bundled model (600 files, 24,000 lines)."""
+    big = tmp / "big"
     big.mkdir()
     for i in range(600):
         (big / f"mod_{i:04d}.py").write_text(
             "\n".join(f"def handler_{i}_{j}(event):\n    return route(event, {j})  # step {j}"
                       for j in range(40)))
-    assert main(["source", "add", str(big), "--name", "big"]) == 0
-    capsys.readouterr()
+    return big
+
+
+def _interrupted_sync() -> tuple[subprocess.Popen[bytes], str, str]:
+    """``brain sync big`` in its own process, sent SIGINT once it shows its progress line:
+    (the process, its stdout, its stderr)."""
     cli = subprocess.Popen([sys.executable, "-m", "brain.cli", "sync", "big"], cwd=ROOT,
                            env=dict(os.environ), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)
@@ -239,7 +241,17 @@ def test_ctrl_c_detaches_from_a_sync_in_the_server(
         if cli.poll() is None:
             cli.kill()
             cli.wait()
-    err = (bytes(seen) + rest).decode()
+    return cli, out.decode(), (bytes(seen) + rest).decode()
+
+
+def test_ctrl_c_detaches_from_a_sync_in_the_server(
+    server: subprocess.Popen[bytes], home: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    big = _big_folder(tmp_path)
+    assert main(["source", "add", str(big), "--name", "big"]) == 0
+    capsys.readouterr()
+    cli, out, err = _interrupted_sync()
     assert cli.returncode == 130, err
     job = json.loads(out)
     assert job["detached"] is True
@@ -331,3 +343,19 @@ def test_a_refusal_reads_the_same_through_either_door(
     said = [line for line in alone.err.splitlines() if line.startswith("brain:")]
     assert len(said) == 1 and said[0].startswith("brain: [NOTE_NOT_FOUND] no note ZK-00000000")
     assert served.err.splitlines() == said and served.out == alone.out == ""
+
+
+def test_ctrl_c_cancels_a_sync_run_by_the_command_itself(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without a server the command holds the brain, which closes with it: Ctrl-C cancels the
+    job (docs/operations.md), and says so; the next command finds it cancelled."""
+    _big_folder(tmp_path)
+    assert main(["source", "add", str(tmp_path / "big"), "--name", "big"]) == 0
+    capsys.readouterr()
+    cli, out, err = _interrupted_sync()
+    assert "cancelling sync job" in err and "Traceback" not in err, err
+    job = json.loads(out)
+    assert cli.returncode == 1 and job["status"] == "cancelled"
+    assert main(["source", "jobs", "--job", job["job_id"]]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "cancelled"
