@@ -223,6 +223,10 @@ def call_owner(owner: tuple[OwnerInfo, str], route: str, body: dict[str, Any],
         data = res.json()
     except ValueError:
         data = None
+    if res.status_code == 404 and not isinstance(data, dict):
+        raise OwnerLost(f"the server (pid {info.pid}) is of an earlier release that does not "
+                        f"take brain commands ({route}): restart it (close and reopen the "
+                        "agent using this brain), then run the command again")
     if not isinstance(data, dict):
         raise OwnerLost(f"the server (pid {info.pid}) answered HTTP {res.status_code} "
                         "without a result; see its brain.log")
