@@ -1,7 +1,9 @@
 """The ``brain`` command: serve, stats and the maintenance commands of each area.
 
 Each module of this package adds its subcommands with ``register(subparsers)``, each with
-``func(args) -> int``; ``COMMANDS`` lists them in the order ``brain --help`` shows them.
+``func(args) -> int``; ``COMMANDS`` lists them in the order ``brain --help`` shows them. A
+command that reads or changes a brain registers its work by name (``ops.op``) and runs it
+through ``common.door``: in the running server when one owns the data dir, else here.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from brain.cli.common import open_brain, print_json
+from brain.cli.common import needs_the_store, print_json, run
+from brain.cli.ops import op
 
 
 def _settings() -> Any:
@@ -30,9 +31,13 @@ def _store_dir(settings: Any) -> Path:
     return Path(settings.home) / "store" / f"{settings.qdrant.collection}_g1"
 
 
+@op("snapshot")
+def snapshot_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.snapshots.take()
+
+
 def _snapshot(args: argparse.Namespace) -> int:  # noqa: ARG001
-    with open_brain() as brain:
-        print_json(brain.snapshots.take())
+    print_json(run("snapshot"))
     return 0
 
 
@@ -51,6 +56,8 @@ def _restore(args: argparse.Namespace) -> int:
     from brain.store import snapshots
 
     s = _settings()
+    needs_the_store(s.home, "`brain restore`", "it replaces the store under the server: stop "
+                    "the server (close the agents using this brain), then run it again")
     dimension = s.embedding.dimension or 0
     with contextlib.suppress(Exception):  # the snapshot's own config names it anyway
         dimension = resolve_record(s.embedding.model, s.embedding.dimension,
@@ -71,6 +78,8 @@ def _accept_loss(args: argparse.Namespace) -> int:  # noqa: ARG001
     from brain.vector_store import build_store
 
     s = _settings()
+    needs_the_store(s.home, "`brain accept-loss`", "it rewrites the store's baseline, which a "
+                    "running server has already checked: stop the server, then run it again")
     with exclusive(s.home, "cli"):
         store = build_store(home=Path(s.home), collection=f"{s.qdrant.collection}_g1",
                             url=s.qdrant.url, api_key=s.qdrant.api_key,
@@ -88,7 +97,8 @@ def _accept_loss(args: argparse.Namespace) -> int:  # noqa: ARG001
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("snapshot", help="snapshot the store now (no server may be running)")
+    p = sub.add_parser("snapshot", help="snapshot the store now (through the running server "
+                                        "when there is one)")
     p.set_defaults(func=_snapshot)
     p = sub.add_parser("snapshots", help="list the store snapshots, oldest first")
     p.set_defaults(func=_list)

@@ -175,7 +175,8 @@ def held_message(home: Path) -> str:
         what = "the brain CLI" if info.kind == "cli" else f"a {info.kind} server"
         return (
             f"the brain at {home} is served by pid {info.pid} ({what}); stop it or retry "
-            "(MCP servers share it automatically; CLI commands need it to themselves)"
+            "(MCP servers and brain commands share a running server; a command that opened the "
+            "brain itself holds it until it ends)"
         )
     return f"the brain at {home} is in use by another process; stop it or retry"
 
