@@ -59,6 +59,7 @@ class RecallFilters(BaseModel):
     custom: Annotated[FilterRules, Field(
         description="Payload rules, all must hold: {key, value|any|none_of|gte|gt|lte|lt, "
                     "not?}")] = None
+    branch: Annotated[str, Field(max_length=200, description="* for all")] = ""
 
 
 # The filter fields, as earlier releases took them at the top level of a call (profiles.py
@@ -85,6 +86,7 @@ def recall_filter(project: str | None, filters: RecallFilters | None) -> RecallF
         custom=tuple(f.custom or ()),
         include_siblings=f.include_siblings,
         all_projects=f.all_projects,
+        branch=f.branch,
     )
 
 
