@@ -59,7 +59,9 @@ class RecallFilters(BaseModel):
     custom: Annotated[FilterRules, Field(
         description="Payload rules, all must hold: {key, value|any|none_of|gte|gt|lte|lt, "
                     "not?}")] = None
-    branch: Annotated[str, Field(max_length=200, description="* for all")] = ""
+    # "" your git branch, "*" every branch, or a branch's name (docs/citations.md); no
+    # description: tools/list is within 300 characters of its budget.
+    branch: str = ""
 
 
 # The filter fields, as earlier releases took them at the top level of a call (profiles.py

@@ -51,11 +51,12 @@ FIELDS = ("branch", "worktree", "branch_root", "branch_head", "branch_base", "br
 
 @dataclass(frozen=True, slots=True)
 class RootState:
-    """What git says of one work tree: its top folder, the branch checked out ("" when
-    detached), HEAD, the default branch ("" when none is known) and every local branch's
-    head."""
+    """What git says of one work tree: its top folder, its repository (the git dir its
+    worktrees share), the branch checked out ("" when detached), HEAD, the default branch
+    ("" when none is known) and every local branch's head."""
 
     top: str
+    repo: str
     branch: str
     head: str
     default: str
@@ -93,16 +94,21 @@ class BranchGit:
         if not os.path.isdir(root):
             return None
         try:
-            top, branch = run(root, "rev-parse", "--show-toplevel", "--abbrev-ref",
-                              "HEAD").split("\n")[:2]
+            top, common, branch = run(root, "rev-parse", "--show-toplevel", "--git-common-dir",
+                                      "--abbrev-ref", "HEAD").split("\n")[:3]
             head = run(root, "rev-parse", "--verify", "-q", "HEAD").strip()
             out = run(root, "for-each-ref", "--format=%(objectname) %(refname:short)",
                       "refs/heads")
         except (GitError, ValueError):
             return None
-        heads = dict(reversed(line.split(" ", 1)) for line in out.splitlines() if " " in line)
+        heads: dict[str, str] = {}
+        for line in out.splitlines():
+            commit, _, name = line.partition(" ")
+            if name:
+                heads[name] = commit
         branch = "" if branch.strip() == "HEAD" else branch.strip()
-        return RootState(top.strip(), branch, head, _default(root, heads), heads)
+        repo = os.path.realpath(os.path.join(root, common.strip()))
+        return RootState(top.strip(), repo, branch, head, _default(root, heads), heads)
 
     def ancestor(self, root: str, commit: str, of: str) -> bool:
         """Whether ``commit`` is reachable from ``of`` (``git merge-base --is-ancestor``)."""
@@ -150,7 +156,7 @@ class BranchScope:
         self.turn_ttl_s = turn_ttl_s
         self.counters = {"promoted": 0, "archived": 0, "sweeps": 0}
         self._seen: dict[str, tuple[Any, ...]] = {}  # root -> fingerprint last swept at
-        self._tips: dict[tuple[str, str], str] = {}  # (repo top, branch) -> last head seen
+        self._tips: dict[tuple[str, str], str] = {}  # (repository, branch) -> last head seen
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ where the caller is
@@ -200,7 +206,7 @@ class BranchScope:
                            branch_base=self.git.base(root, st.head, st.default),
                            branch_state=OPEN, branch_open=1)
             with self._lock:
-                self._tips[(st.top, st.branch)] = st.head
+                self._tips[(st.repo, st.branch)] = st.head
                 # The next observation sweeps even if git looks as it did at the last one
                 # (a branch made and deleted in between would otherwise go unseen).
                 self._seen.clear()
@@ -215,7 +221,7 @@ class BranchScope:
             return {"promoted": 0, "archived": 0}
         with self._lock:
             for name, head in st.heads.items():
-                self._tips[(st.top, name)] = head
+                self._tips[(st.repo, name)] = head
             if self._seen.get(root) == st.fingerprint():
                 return {"promoted": 0, "archived": 0}
             self._seen[root] = st.fingerprint()
@@ -261,24 +267,25 @@ class BranchScope:
         """Per note: True (merged), False (deleted unmerged); absent: still open. None when
         no git root of the note answers."""
         st = None
-        for r in (root, *self.roots(project)):
-            st = self.git.state(r)
+        for r in (root, *self.roots(project)):  # asked afresh: sweeps are rare, and a
+            st = self.git.state(r, fresh=True)  # removed worktree must not answer from cache
             if st is not None:
                 root = r
                 break
         if st is None or not st.default or branch == st.default:
             return None
-        tip = st.heads.get(branch)
-        deleted = tip is None
-        if deleted:
+        alive = st.heads.get(branch)
+        deleted = alive is None
+        if alive is not None:
+            tip = alive
             with self._lock:
-                tip = self._tips.get((st.top, branch))
-            if tip is None:  # never seen alive by this process: the newest note's head
-                tip = max(notes, key=lambda p: float(p.get("created_ts") or 0)).get(
-                    "branch_head") or ""
+                self._tips[(st.repo, branch)] = tip
         else:
             with self._lock:
-                self._tips[(st.top, branch)] = tip
+                seen = self._tips.get((st.repo, branch))
+            # never seen alive by this process: the newest note's head
+            tip = seen or str(max(notes, key=lambda p: float(p.get("created_ts") or 0)).get(
+                "branch_head") or "")
         reached = bool(tip) and self.git.ancestor(root, tip, st.default)
         out: dict[str, bool] = {}
         for p in notes:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
 
 from brain.app import Brain
 from brain.clock import ManualClock
@@ -252,3 +254,26 @@ def test_without_git_every_note_stays_project_wide(brain: Brain, tmp_path: Path)
     note = brain.memory.add("plain worker note", "general", cites=["queue/worker.py"]).note
     assert "branch" not in note and brain.citations.branches.current("general") is None
     assert note["zk_id"] in _ids(brain, "plain worker note")
+
+
+async def test_search_memory_takes_the_branch_filter(brain: Brain, repo: Path,
+                                                     client: Client) -> None:
+    _git(repo, "checkout", "-qb", "feat")
+    _on(brain, repo)
+    zk = brain.memory.add("feat moves the queue to redis streams", "general",
+                          cites=["queue/worker.py"]).note["zk_id"]
+    _git(repo, "checkout", "-q", "main")
+    _on(brain, repo)
+
+    async def ids(filters: dict[str, Any]) -> set[str]:
+        res = await client.call_tool("search_memory", {
+            "query": "queue redis streams", "top_k": 10, "filters": filters})
+        return {h["zk_id"] for h in (res.structured_content or {}).get("results", [])}
+
+    assert zk not in await ids({})
+    assert zk in await ids({"branch": "*"})
+    assert zk in await ids({"branch": "feat"})
+    with pytest.raises(ToolError, match=r"\[INVALID_ARGUMENT\].*branch name"):
+        await ids({"branch": "no such branch"})
+    got = await client.call_tool("get_note", {"zk_id": zk})
+    assert (got.structured_content or {})["note"]["branch"] == {"name": "feat", "state": "open"}
