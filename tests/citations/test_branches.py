@@ -11,11 +11,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from starlette.testclient import TestClient
 
 from brain.app import Brain
 from brain.clock import ManualClock
@@ -24,6 +26,8 @@ from brain.hooks import client as hook_client
 from brain.hooks import events
 from brain.memory import RecallFilter
 from brain.trust.identity import Identity, acting_as
+from webui.auth import Logins
+from webui.site import create_app
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -277,3 +281,18 @@ async def test_search_memory_takes_the_branch_filter(brain: Brain, repo: Path,
         await ids({"branch": "no such branch"})
     got = await client.call_tool("get_note", {"zk_id": zk})
     assert (got.structured_content or {})["note"]["branch"] == {"name": "feat", "state": "open"}
+
+
+def test_the_explorer_note_page_shows_the_branch(brain: Brain, repo: Path) -> None:
+    _git(repo, "checkout", "-qb", "feat")
+    _on(brain, repo)
+    zk = brain.memory.add("feat note for the explorer", "general",
+                          cites=["queue/worker.py"]).note["zk_id"]
+    logins = Logins(brain.home, Identity(brain.settings.identity.user_id,
+                                         brain.settings.identity.agent_id))
+    c = TestClient(create_app(SimpleNamespace(brain=brain), logins),
+                   base_url="http://127.0.0.1:8766")
+    assert c.get(f"/login?token={logins.issue_link()}", follow_redirects=False).status_code == 303
+    assert "branch feat (open)" in c.get(f"/note/{zk}").text
+    plain = brain.memory.add("a note citing nothing", "general").note["zk_id"]
+    assert 'id="branch"' not in c.get(f"/note/{plain}").text
