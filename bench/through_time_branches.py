@@ -116,8 +116,9 @@ def _fates(n: int, rng: random.Random) -> list[str]:
     return [pool[i % len(pool)] for i in rng.sample(range(n), n)]
 
 
-def run(scratch: Path | None = None, quick: bool = False, log: Any = print) -> dict[str, Any]:
-    n = 12 if quick else 24
+def run(scratch: Path | None = None, quick: bool = False, log: Any = print,
+        branches: int | None = None) -> dict[str, Any]:
+    n = branches or (12 if quick else 24)
     facts_per_branch = 3
     rng = random.Random(17)
     with tempfile.TemporaryDirectory(dir=scratch) as d:

@@ -67,7 +67,7 @@ class RecallFilters(BaseModel):
 # The filter fields, as earlier releases took them at the top level of a call (profiles.py
 # moves them into ``filters``); ``custom_filters`` is the old name of ``custom``.
 FLAT_FILTER_ARGS: dict[str, str] = {
-    **{name: name for name in RecallFilters.model_fields if name != "custom"},
+    **{name: name for name in RecallFilters.model_fields if name not in ("custom", "branch")},
     "custom_filters": "custom",
 }
 

@@ -1,6 +1,7 @@
 """What each lifecycle event does (stdlib only; runs in the hook process).
 
-- ``session-start``: open_session for the project, rendered within the session budget.
+- ``session-start``: open_session for the project, rendered within the session budget (a
+  turn starts, so the session's branch is known: its notes come first).
 - ``user-prompt``: search_memory for the prompt above the confidence floor, within the prompt
   budget; nothing when nothing is relevant.
 - ``post-tool``: a failed shell command becomes record_failure (signature = command shape +
@@ -131,6 +132,7 @@ def _where(payload: dict[str, Any], turn: dict[str, Any]) -> None:
 def handle(event: str, payload: dict[str, Any], ctx: Context) -> str:
     project = project_of(payload, ctx.args.project)
     if event == "session-start":
+        new_turn(payload, project, ctx)  # open_session sees the session's branch (worktree)
         return session_start(payload, project, ctx)
     if event == "user-prompt":
         new_turn(payload, project, ctx)
