@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_TTL_S = 2.0  # a root's branch facts are reused this long (a burst of calls asks once)
+DEFAULT_TTL_S = 60.0  # what git names the default branch is asked again after this long
 ALL = "*"  # the branch filter that shows every branch's notes
 OPEN, MERGED, ABANDONED = "open", "merged", "abandoned"
 FIELDS = ("branch", "worktree", "branch_root", "branch_head", "branch_base", "branch_state",
@@ -72,6 +73,7 @@ class BranchGit:
     def __init__(self, enabled: bool | None = None) -> None:
         self.enabled = available() if enabled is None else enabled
         self._states: dict[str, tuple[float, RootState | None]] = {}
+        self._names: dict[str, tuple[float, tuple[str, ...]]] = {}  # root -> default's names
         self._lock = threading.Lock()
 
     def state(self, root: str, fresh: bool = False) -> RootState | None:
@@ -96,19 +98,44 @@ class BranchGit:
         try:
             top, common, branch = run(root, "rev-parse", "--show-toplevel", "--git-common-dir",
                                       "--abbrev-ref", "HEAD").split("\n")[:3]
-            head = run(root, "rev-parse", "--verify", "-q", "HEAD").strip()
             out = run(root, "for-each-ref", "--format=%(objectname) %(refname:short)",
                       "refs/heads")
+            heads: dict[str, str] = {}
+            for line in out.splitlines():
+                commit, _, name = line.partition(" ")
+                if name:
+                    heads[name] = commit
+            branch = "" if branch.strip() == "HEAD" else branch.strip()
+            # HEAD is the branch's head; a detached HEAD is asked for (one more process)
+            head = heads.get(branch) or run(root, "rev-parse", "--verify", "-q", "HEAD").strip()
         except (GitError, ValueError):
             return None
-        heads: dict[str, str] = {}
-        for line in out.splitlines():
-            commit, _, name = line.partition(" ")
-            if name:
-                heads[name] = commit
-        branch = "" if branch.strip() == "HEAD" else branch.strip()
         repo = os.path.realpath(os.path.join(root, common.strip()))
-        return RootState(top.strip(), repo, branch, head, _default(root, heads), heads)
+        return RootState(top.strip(), repo, branch, head, self._default(root, heads), heads)
+
+    def _default(self, root: str, heads: dict[str, str]) -> str:
+        """The default branch: origin's HEAD, else init.defaultBranch, main or master, the
+        first of them that exists locally (git's two answers kept DEFAULT_TTL_S: they
+        rarely change, and each is a process)."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._names.get(root)
+        if cached is None or now - cached[0] >= DEFAULT_TTL_S:
+            names: list[str] = []
+            for args in (("symbolic-ref", "-q", "--short", "refs/remotes/origin/HEAD"),
+                         ("config", "--get", "init.defaultBranch")):
+                try:
+                    name = run(root, *args).strip()
+                except GitError:
+                    continue
+                names.append(name.split("/", 1)[1] if name.startswith("origin/") else name)
+            cached = (now, tuple(names))
+            with self._lock:
+                self._names[root] = cached
+        for name in (*cached[1], "main", "master"):
+            if name in heads:
+                return name
+        return ""
 
     def ancestor(self, root: str, commit: str, of: str) -> bool:
         """Whether ``commit`` is reachable from ``of`` (``git merge-base --is-ancestor``)."""
@@ -124,23 +151,6 @@ class BranchGit:
             return run(root, "merge-base", head, default).strip()
         except GitError:
             return ""
-
-
-def _default(root: str, heads: dict[str, str]) -> str:
-    """The default branch: origin's HEAD, else init.defaultBranch, main or master, the first
-    of them that exists locally."""
-    names: list[str] = []
-    for args in (("symbolic-ref", "-q", "--short", "refs/remotes/origin/HEAD"),
-                 ("config", "--get", "init.defaultBranch")):
-        try:
-            name = run(root, *args).strip()
-        except GitError:
-            continue
-        names.append(name.split("/", 1)[1] if name.startswith("origin/") else name)
-    for name in (*names, "main", "master"):
-        if name in heads:
-            return name
-    return ""
 
 
 class BranchScope:
