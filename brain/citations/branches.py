@@ -46,8 +46,6 @@ STATE_TTL_S = 2.0  # a root's branch facts are reused this long (a burst of call
 DEFAULT_TTL_S = 60.0  # what git names the default branch is asked again after this long
 ALL = "*"  # the branch filter that shows every branch's notes
 OPEN, MERGED, ABANDONED = "open", "merged", "abandoned"
-FIELDS = ("branch", "worktree", "branch_root", "branch_head", "branch_base", "branch_state",
-          "branch_open")
 
 
 @dataclass(frozen=True, slots=True)
