@@ -163,6 +163,7 @@ class Brain:
         )
         self.memory.reranker = reranker
         self.memory.citer = self.citations
+        self.memory.branches = self.citations.branches  # branch scope (brain/citations)
         self.model_switch.attach()
         self._opened = True
         self._recall_keys()
