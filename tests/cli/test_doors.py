@@ -215,19 +215,23 @@ def _interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
     return proc.returncode, err
 
 
-def _holds_lock(home: Path) -> bool:
-    """The command holds the data dir (its owner.json names it, alive)."""
-    info = own.read_info(home)
-    return info is not None and info.alive
+def _reading_stdin(pid: int) -> bool:
+    """The process sits in read(2) on fd 0 (Linux: /proc/PID/syscall is "0 0x0 ...")."""
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return fields[:2] == ["0", "0x0"]
 
 
 def test_ctrl_c_on_a_cli_command_exits_130_in_one_line(tmp_path: Path, home: Path) -> None:
-    """``brain fs write`` waits on stdin with the brain open; Ctrl-C there ends it cleanly."""
+    """``brain fs write`` waits on stdin (read before it goes to the brain, whether through a
+    running server or by opening it); Ctrl-C there ends it cleanly."""
     proc = subprocess.Popen([sys.executable, "-m", "brain.cli", "fs", "write", "nosrc", "a.txt"],
                             env=_env(), cwd=tmp_path, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(proc, lambda: _holds_lock(home), "brain fs write")
+        _wait_for(proc, lambda: _reading_stdin(proc.pid), "brain fs write")
         code, err = _interrupt(proc)
     finally:
         if proc.poll() is None:
