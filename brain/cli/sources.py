@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
@@ -30,7 +31,11 @@ def _add(args: argparse.Namespace) -> int:
             use_gitignore=args.use_gitignore is not False,  # unset: on
             sync=False,
             pinned=args.pinned,
+            consent=True,  # the user names the folder: outside the roots, recorded as allowed
         )
+        if res.get("granted_root"):
+            print(f"allowed {res['granted_root']} for this brain (recorded in its data dir)",
+                  file=sys.stderr)
         print_json(res["source"])
     return 0
 
