@@ -34,7 +34,7 @@ from brain.sources.watcher import SourceWatcher, Watched
 from brain.trust import tenancy
 from brain.trust.identity import Identity
 from brain.trust.limits import MAX_QUERY_CHARS, check_glob, check_patterns, check_tags, too_large
-from brain.trust.paths import LOCAL, PathPolicy, hint, real_path, transport
+from brain.trust.paths import PathPolicy, hint, real_path
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
 DEFAULT_LIMIT = 10  # fs_search rows without a limit
@@ -230,7 +230,7 @@ class SourcesService:
 
     def unreachable(self, project: str | None = None) -> builtins.list[dict[str, str]]:
         """The caller's sources this process cannot read now, each with why: outside its
-        path policy (not searched) or a folder gone (searched as last synced)."""
+        path policy, or its folder gone or unmounted. fs_search leaves them out, saying so."""
         out = []
         for rec in self.registry.list(self.caller):
             if project not in (None, rec.project):
@@ -542,7 +542,7 @@ class SourcesService:
             why = self.paths.unreachable(rec.root)
             if why is not None:
                 unreachable.append({"name": rec.name, "kind": why[0], "reason": why[1]})
-            if why is None or why[0] == "missing":
+            else:
                 kept.append(rec)
         recs = kept
         if not folder:

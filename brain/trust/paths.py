@@ -158,6 +158,7 @@ class PathPolicy:
         self._settings = settings  # config.PathsSettings
         self._data_dir = os.path.realpath(Path(data_dir).expanduser())
         self.recorded = RecordedPolicy(Path(data_dir).expanduser())
+        self.configured()  # roots this process was given are recorded at once for the others
 
     # -------------------------------------------------------------- roots
     def configured(self) -> list[str] | None:
@@ -202,8 +203,8 @@ class PathPolicy:
         except Forbidden as exc:
             return "policy", exc.message
         if not os.path.isdir(root):
-            return "missing", (f"the folder {root} is gone or not mounted; its indexed text "
-                               "is served as last synced")
+            return "missing", (f"the folder {root} is gone or not mounted; mount or restore "
+                               "it, or remove the source")
         return None
 
     # -------------------------------------------------------------- caller paths
