@@ -26,19 +26,18 @@ log = logging.getLogger(__name__)
 
 
 class Workspace(Middleware):
-    """Registers the client's workspace once per session (never for HTTP callers)."""
+    """Registers the client's workspace on the server's first tool call: a stdio server has
+    one client (never an HTTP server: its callers' roots name another machine's folders)."""
 
     def __init__(self, mode: str, start_dir: str | None) -> None:
         self.mode = mode
         self.start_dir = start_dir  # the stdio server's start folder; None: no fallback
-        self._done: set[int] = set()
+        self._done = mode != "auto"
 
     async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
-        ctx = context.fastmcp_context
-        session = _session(ctx)
-        if self.mode == "auto" and session is not None and id(session) not in self._done:
-            self._done.add(id(session))
-            await self._register(context, call_next, session)
+        if not self._done:
+            self._done = True
+            await self._register(context, call_next, _session(context.fastmcp_context))
         return await call_next(context)
 
     async def _register(self, context: MiddlewareContext, call_next: CallNext[Any, Any],
@@ -69,7 +68,11 @@ def _session(ctx: Any) -> Any:
 
 
 async def _roots(session: Any) -> list[str]:
-    """The client's ``file://`` roots, [] when it announces no roots capability."""
+    """The client's ``file://`` roots, [] when it announces no roots capability. Only a
+    handshake-era session (protocol up to 2025-11-25, as Claude Code and OpenCode speak) can
+    be asked; a 2026 one has no channel for it and gets the start folder's fallback."""
+    if session is None:
+        return []
     params = getattr(session, "client_params", None)
     caps = getattr(params, "capabilities", None)
     if caps is None or getattr(caps, "roots", None) is None:
