@@ -17,7 +17,9 @@ import os
 import warnings
 from typing import Any
 
+from fastmcp import Context
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from mcp.server.session import ServerSession
 from mcp.types import CallToolRequestParams
 
 from brain.sources import workspace
@@ -41,7 +43,7 @@ class Workspace(Middleware):
         return await call_next(context)
 
     async def _register(self, context: MiddlewareContext, call_next: CallNext[Any, Any],
-                        session: Any) -> None:
+                        session: ServerSession | None) -> None:
         folders = workspace.from_roots(await _roots(session))
         if not folders and self.start_dir:
             top = workspace.git_top(self.start_dir)
@@ -60,14 +62,14 @@ class Workspace(Middleware):
                 log.info("workspace.skipped folder=%s reason=%s", folder, exc)
 
 
-def _session(ctx: Any) -> Any:
+def _session(ctx: Context | None) -> ServerSession | None:
     try:
         return ctx.session if ctx is not None else None
     except (RuntimeError, AttributeError):
         return None
 
 
-async def _roots(session: Any) -> list[str]:
+async def _roots(session: ServerSession | None) -> list[str]:
     """The client's ``file://`` roots, [] when it announces no roots capability. Only a
     handshake-era session (protocol up to 2025-11-25, as Claude Code and OpenCode speak) can
     be asked; a 2026 one has no channel for it and gets the start folder's fallback."""
