@@ -31,7 +31,8 @@ def _project(base: Path) -> Path:
 
 def _server(home: Path, cwd: Path, **env: str) -> StdioTransport:
     full = {**os.environ, "BRAIN__HOME": str(home), "HF_HUB_OFFLINE": "1",
-            "BRAIN__EMBEDDING__MODEL": "offline/hash-384", **env}
+            "BRAIN__EMBEDDING__MODEL": "offline/hash-384", "BRAIN__SOURCES__WORKSPACE": "auto",
+            **env}
     return StdioTransport(command=sys.executable, args=[str(ROOT / "mcp_server.py")],
                           env=full, cwd=str(cwd))
 
