@@ -158,6 +158,7 @@ class PathPolicy:
         self._settings = settings  # config.PathsSettings
         self._data_dir = os.path.realpath(Path(data_dir).expanduser())
         self.recorded = RecordedPolicy(Path(data_dir).expanduser())
+        self._written: list[str] | None = None  # what this process last recorded
         self.configured()  # roots this process was given are recorded at once for the others
 
     # -------------------------------------------------------------- roots
@@ -168,7 +169,9 @@ class PathPolicy:
         if given is None:
             return self.recorded.roots()
         given = [str(r) for r in given if str(r).strip()]
-        self.recorded.record_roots(given)  # writes only when it differs
+        if given != self._written:  # once per value: two processes never take turns writing
+            self.recorded.record_roots(given)
+            self._written = given
         return given
 
     def roots(self, kind: str | None = None) -> tuple[str, ...]:
@@ -200,11 +203,11 @@ class PathPolicy:
         message); None when it can."""
         try:
             self.check_source(root, kind)
-        except Forbidden as exc:
-            return "policy", exc.message
+        except Forbidden as exc:  # the caller knows the source by name: no path is shown
+            return "policy", exc.message.replace(root, "its folder")
         if not os.path.isdir(root):
-            return "missing", (f"the folder {root} is gone or not mounted; mount or restore "
-                               "it, or remove the source")
+            return "missing", ("its folder is gone or not mounted; mount or restore it, or "
+                               "remove the source")
         return None
 
     # -------------------------------------------------------------- caller paths

@@ -128,6 +128,7 @@ def test_a_source_out_of_reach_is_reported_by_fs_search_stats_and_the_explorer(
     assert set(why) == {"far", "gone"}
     assert why["far"]["kind"] == "policy" and "BRAIN__PATHS__ALLOWED_ROOTS" in why["far"]["reason"]
     assert why["gone"]["kind"] == "missing"
+    assert str(tmp_path / "far") not in why["far"]["reason"]  # known by name, no path shown
 
     stats = brain.stats()["sources_unreachable"]
     assert {u["name"]: u["kind"] for u in stats} == {"far": "policy", "gone": "missing"}
@@ -181,3 +182,19 @@ async def test_a_source_the_cli_registered_outside_home_is_searched_by_a_plain_s
         assert any(r["path"] == "billing.py" for r in sem["results"]), sem
         stats = (await client.call_tool("brain_stats", {})).structured_content
         assert stats["sources_unreachable"] == []
+
+
+def test_a_damaged_policy_file_widens_nothing_and_two_writers_keep_both_grants(
+    tmp_path: Path,
+) -> None:
+    from brain.trust.recorded import RecordedPolicy
+
+    home = tmp_path / "data"
+    one, two = RecordedPolicy(home), RecordedPolicy(home)  # two processes on one data dir
+    one.grant("/srv/a", "src-a")
+    two.grant("/srv/b", "src-b")
+    assert {g["root"] for g in one.grants()} == {"/srv/a", "/srv/b"}
+    (home / "policy.json").write_text("{not json")
+    assert one.roots() is None and one.grants() == []
+    one.revoke("src-a")  # nothing recorded to revoke: the damaged file is left for a human
+    assert (home / "policy.json").read_text() == "{not json"
