@@ -169,6 +169,8 @@ async def test_a_source_the_cli_registered_outside_home_is_searched_by_a_plain_s
     assert f"allowed {code}" in added.stderr
     synced = _cli(env, "sync", "code")
     assert synced.returncode == 0, synced.stderr[-2000:]
+    stats = _cli(env, "stats")
+    assert stats.returncode == 0 and json.loads(stats.stdout)["sources_unreachable"] == []
 
     transport = StdioTransport(command=sys.executable, args=[str(ROOT / "mcp_server.py")],
                                env=env, cwd=str(tmp_path))
