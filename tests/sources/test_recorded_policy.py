@@ -200,3 +200,15 @@ def test_a_damaged_policy_file_widens_nothing_and_two_writers_keep_both_grants(
     assert one.roots() is None and one.grants() == []
     one.revoke("src-a")  # nothing recorded to revoke: the damaged file is left for a human
     assert (home / "policy.json").read_text() == "{not json"
+
+
+async def test_the_sources_tool_over_stdio_is_consent_too(
+    brain: Brain, client: Client, tmp_path: Path
+) -> None:
+    brain.settings.paths.allowed_roots = [str(tmp_path / "allowed")]
+    outside = tmp_path / "opt" / "proj"
+    _w(outside, "a.py", "ZEBRACORN = 1\n")
+    res = (await client.call_tool("sources", {"action": "add", "path": str(outside)})
+           ).structured_content
+    assert res["granted_root"] == str(outside)
+    assert [g["root"] for g in _policy(brain.home)["granted"]] == [str(outside)]
