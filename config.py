@@ -10,16 +10,18 @@ This module imports nothing from ``brain/``; ``brain/app.py`` is the only reader
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
@@ -503,11 +505,57 @@ class StorageSettings(_Section):
 
 
 class PathsSettings(_Section):
-    allowed_roots: list[str] = Field(
-        [],
-        description="Folders whose files callers may add as sources or upload (JSON list in "
-        'the environment, e.g. ["/srv/code"]); empty = the user\'s home over stdio and the '
-        "CLI, nothing over HTTP. /, /proc, /sys, /dev and the data dir are always refused",
+    allowed_roots: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="Folders whose files callers may add as sources or upload: a path, an "
+        "OS path list (/srv/code:/data) or a JSON list. Recorded in the data dir, so every "
+        "process on it agrees; unset = the recorded roots, else the user's home over stdio "
+        "and the CLI, nothing over HTTP. /, /proc, /sys, /dev and the data dir are always "
+        "refused",
+    )
+
+    @field_validator("allowed_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return split_roots(value)
+        if isinstance(value, list):
+            _absolute([str(v).strip() for v in value])
+        return value
+
+
+def split_roots(text: str) -> list[str]:
+    """A JSON list, or one path, or paths joined by os.pathsep; every one absolute."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON list of paths ({exc.msg}); write e.g. "
+                             f'["/srv/code"], or a plain path list /srv/code{os.pathsep}/data'
+                             ) from None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError('a JSON list of path strings, e.g. ["/srv/code"]')
+        parts = [v.strip() for v in value]
+    else:
+        parts = [p.strip() for p in text.split(os.pathsep)] if text else []
+    return _absolute([p for p in parts if p])
+
+
+def _absolute(parts: list[str]) -> list[str]:
+    for part in parts:
+        if part and not os.path.isabs(os.path.expanduser(part)):
+            raise ValueError(f"{part!r} is not an absolute path; give absolute folders, "
+                             f"one path or several joined by {os.pathsep!r}")
+    return parts
+
+
+class SourcesSettings(_Section):
+    workspace: Literal["auto", "off"] = Field(
+        "auto",
+        description="auto: the folder a stdio client names as its workspace (MCP roots, "
+        "else the git work tree the server started in) becomes a source of its project on "
+        "the first tool call, within the allowed roots; off: sources are only added by hand",
     )
 
 
@@ -650,6 +698,7 @@ class Settings(BaseSettings):
     sync: SyncSettings = Field(default_factory=SyncSettings)
     fs: FsSettings = Field(default_factory=FsSettings)
     paths: PathsSettings = Field(default_factory=PathsSettings)
+    sources: SourcesSettings = Field(default_factory=SourcesSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)

@@ -138,6 +138,12 @@ def create_server(
     if http:
         mcp.add_middleware(routing.TokenIdentity())
         mcp.add_middleware(IdempotentCalls())  # after the caller is known, before forwarding
+    if not http and shared_state is None:  # the client's workspace as a source, on first use
+        from mcp_surface.workspace import Workspace, start_dir
+
+        conf = settings or (brain.settings if brain is not None else None)
+        mcp.add_middleware(Workspace(conf.sources.workspace if conf else "off",
+                                     start_dir() if brain is None else None))
     if brain is None and shared_state is None:
         from webui import host as webui_host
 

@@ -670,4 +670,6 @@ class Brain:
             "rerank": report.reranker_status(self.memory.reranker),
             "capabilities": self.agentic.status(),
             "index": self.index_maintenance.status(),
+            # Sources this caller cannot read now, and why (never a silently empty search).
+            "sources_unreachable": self.sources.unreachable(),
         }

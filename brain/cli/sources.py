@@ -25,8 +25,9 @@ def add_work(b: Any, a: dict[str, Any]) -> Any:
     res = b.sources.add(a["path"], a.get("name"), a.get("project"), a.get("trigger"),
                         a.get("exclude"), a.get("include"), a.get("max_scan_files"),
                         a.get("interval_s"), use_gitignore=a.get("use_gitignore") is not False,
-                        sync=False, pinned=a.get("pinned"))
-    return res["source"]
+                        sync=False, pinned=a.get("pinned"),
+                        consent=True)  # the user names the folder: recorded as allowed
+    return {"source": res["source"], "granted_root": res.get("granted_root")}
 
 
 @op("source.list")
@@ -101,12 +102,16 @@ def repair_work(b: Any, a: dict[str, Any]) -> Any:
 
 
 def _add(args: argparse.Namespace) -> int:
-    print_json(run("source.add", {
+    res = run("source.add", {
         "path": os.path.abspath(os.path.expanduser(args.path)),  # the shell's cwd is the base
         "name": args.name, "project": args.project, "trigger": args.trigger,
         "exclude": args.exclude, "include": args.include,
         "max_scan_files": args.max_scan_files, "interval_s": args.interval_s,
-        "use_gitignore": args.use_gitignore, "pinned": args.pinned}))
+        "use_gitignore": args.use_gitignore, "pinned": args.pinned})
+    if res.get("granted_root"):
+        print(f"allowed {res['granted_root']} for this brain (recorded in its data dir)",
+              file=sys.stderr)
+    print_json(res["source"])
     return 0
 
 
