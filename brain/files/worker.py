@@ -23,10 +23,16 @@ import numpy as np
 
 from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.lanes import Lanes
 from brain.embedding.registry import Embedder
 from brain.errors import BrainError, ParseError
 from brain.files import deadline as file_deadline
-from brain.files.parsers import ParsedDocument, page_for_offset, parse_document
+from brain.files.parsers import (
+    PARSE_BUDGET_S,
+    ParsedDocument,
+    page_for_offset,
+    parse_document,
+)
 from brain.files.retention import Keeper, from_doc, redact_parsed, to_doc
 from brain.files.store import BlobStore, FileRecords, TextStore
 from brain.search.fusion import looks_like_code
@@ -77,6 +83,7 @@ class FileWorker:
         redact_secrets: bool,
         write_lock: threading.RLock,
         stop: threading.Event,
+        lanes: Lanes | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -91,6 +98,7 @@ class FileWorker:
         self.redact_secrets = redact_secrets
         self.write_lock = write_lock
         self.stop = stop
+        self.lanes = lanes or Lanes()  # tool calls first (brain/app.py shares the brain's)
         self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._busy = threading.Event()
@@ -184,7 +192,7 @@ class FileWorker:
         if doc is not None:
             return from_doc(doc)
         parsed = file_deadline.run_within(
-            lambda: self._parse(rec), deadline, timeout, self.stop, _Interrupted
+            lambda: self._parse(rec, deadline), deadline, timeout, self.stop, _Interrupted
         )
         count = 0
         if self.redact_secrets:
@@ -206,14 +214,17 @@ class FileWorker:
         self.records.update(rec["id"], attempts=attempts)
         return True
 
-    def _parse(self, rec: dict[str, Any]) -> ParsedDocument:
+    def _parse(self, rec: dict[str, Any], deadline: float = float("inf")) -> ParsedDocument:
+        """The file parsed within its budget: the parsers' own (a PDF's) and what is left of
+        the file's deadline, so a parse abandoned at the deadline stops too."""
         try:
             data = self.blobs.read(rec["storage_path"])
         except (FileNotFoundError, IsADirectoryError) as exc:
             raise _Failed("the stored bytes are missing; delete and upload the file again") from exc
         try:
             return parse_document(
-                data, rec["file_name"], max_expanded_bytes=self.cfg.max_expanded_bytes
+                data, rec["file_name"], max_expanded_bytes=self.cfg.max_expanded_bytes,
+                budget_s=max(0.0, min(PARSE_BUDGET_S, deadline - time.monotonic())),
             )
         except ParseError as exc:
             raise _Failed(exc.message) from exc
@@ -275,10 +286,16 @@ class FileWorker:
         attempts = self.cfg.embed_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                vectors = self.embedder.embed_documents(texts)
+                # The background lane: bounded batches, each after the tool calls in flight.
+                vectors = self.lanes.embed("files", self.embedder.embed_documents, texts,
+                                           limit=len(texts), stop=self.stop.is_set)
+                if vectors is None:
+                    raise _Interrupted
                 if len(vectors) != len(texts):
                     raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
                 return vectors
+            except _Interrupted:
+                raise
             except Exception as exc:  # noqa: BLE001 - any embedder failure is retried
                 if attempt == attempts:
                     raise _Failed(
