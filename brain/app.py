@@ -30,7 +30,7 @@ from brain.clock import Clock, iso
 from brain.embedding import endpoints as embed_endpoints
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import search_warnings
-from brain.embedding.lanes import LONG_S, Lanes
+from brain.embedding.lanes import Lanes
 from brain.embedding.registry import Embedder, build_embedder, resolve_record
 from brain.embedding.remote import (
     RemoteEmbedder,
@@ -109,7 +109,7 @@ class Brain:
         self.pending_model: str | None = None
         self.gate = generations.Gate()  # tool calls share it; a model swap holds it alone
         # Heavy work (uploads, syncs) embeds in batches behind the tool calls in flight.
-        self.lanes = Lanes(busy=lambda: self.gate.busy(LONG_S))
+        self.lanes = Lanes(busy=self.gate.busy)
         self.embedder_factory: Callable[[Any], Embedder] | None = None  # tests: switch models
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

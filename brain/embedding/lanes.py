@@ -9,7 +9,7 @@ waits at most for the batch already running (about ``budget_s``), then runs alon
 and the ingest's remaining batches come after it (issue 50 item 6; the search latency during
 an ingest is measured by ``python -m bench.ingest_contention``).
 
-What counts as a tool call in flight is ``busy()``, given by the composition root: the
+What counts as a tool call in flight is ``busy(long_s)``, given by the composition root: the
 generation gate's holders (every MCP tool call and explorer request holds it, brain/app.py),
 plus whatever entered :meth:`Lanes.foreground` here. Two bounds keep the background from
 starving:
@@ -49,15 +49,17 @@ class Lanes:
 
     def __init__(
         self,
-        busy: Callable[[], int] | None = None,
+        busy: Callable[[float], int] | None = None,
         *,
         budget_s: float = BUDGET_S,
         max_wait_s: float = MAX_WAIT_S,
+        long_s: float = LONG_S,
         max_texts: int = 4096,
     ) -> None:
         self._busy = busy
         self.budget_s = budget_s
         self.max_wait_s = max_wait_s
+        self.long_s = long_s
         self.max_texts = max(1, max_texts)
         self.on_event: Event | None = None
         self._lock = threading.Lock()
@@ -90,7 +92,7 @@ class Lanes:
         """Tool calls in flight that the background yields to."""
         with self._lock:
             own = self._active
-        return own + (self._busy() if self._busy is not None else 0)
+        return own + (self._busy(self.long_s) if self._busy is not None else 0)
 
     # ------------------------------------------------------------------ background
     def _emit(self, kind: str, **fields: Any) -> None:

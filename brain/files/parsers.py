@@ -16,9 +16,11 @@ size and by how deeply its elements nest: lexbor's parse is quadratic in the nes
 A PDF is parsed within a time budget (issue 50 item 6: content-stream bombs took 29 s and
 53 s to fail, a 100,000-page PDF was still being read after 60 s): one with more than
 ``MAX_PDF_PAGES`` pages is refused before a page is read, and the clock is checked between
-pages and every ``_OPS_PER_CHECK`` content-stream operators inside a page (pypdf's text
-extraction runs ~80,000 operators a second here), so a parse stops at ``budget_s`` (or the
-caller's deadline) with a ParseError that says so, instead of running on in the background.
+pages and every ``_OPS_PER_CHECK`` content-stream operators inside a page (form XObjects a
+page draws are extracted under the same clock), and a page whose content stream is larger
+than ``MAX_PAGE_CONTENT_BYTES`` is refused before pypdf tokenises it (~0.5 MB/s here). So a
+parse stops at ``budget_s`` (or the caller's deadline) plus at most one page, with a
+ParseError that says so, instead of running on in the background.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ _PAGE_SEPARATOR = "\n\n"
 
 PARSE_BUDGET_S = 60.0  # a parse past this is refused (a PDF's; files.process_timeout_s bounds all)
 MAX_PDF_PAGES = 10_000  # ~0.5 ms a page of overhead here: 5 s at most before any text
+# pypdf tokenises a page's whole content stream before extracting (~0.5 MB/s here): a dense
+# page of text holds 20-100 KB of it, so a page past this is refused before it is tokenised.
+MAX_PAGE_CONTENT_BYTES = 1024 * 1024
 _OPS_PER_CHECK = 512
 
 
@@ -207,6 +212,14 @@ def _parse_pdf(data: bytes, deadline: float = float("inf"),
     for number, page in enumerate(reader.pages, start=1):
         if time.monotonic() > deadline:
             raise _over_budget(budget_s, f"{number - 1} of {count} pages read")
+        contents = page.get_contents()  # decoded, not yet tokenised
+        size = len(contents.get_data()) if contents is not None else 0
+        if size > MAX_PAGE_CONTENT_BYTES:
+            raise ParseError(
+                f"page {number} of the PDF has a content stream of {_mb(size)}, more than "
+                f"{_mb(MAX_PAGE_CONTENT_BYTES)} a page: a content-stream bomb, or a drawing "
+                "whose text should be exported first"
+            )
         if parts:
             parts.append(_PAGE_SEPARATOR)
             offset += len(_PAGE_SEPARATOR)
