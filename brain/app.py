@@ -109,7 +109,7 @@ class Brain:
         self.pending_model: str | None = None
         self.gate = generations.Gate()  # tool calls share it; a model swap holds it alone
         # Heavy work (uploads, syncs) embeds in batches behind the tool calls in flight.
-        self.lanes = Lanes(busy=self.gate.busy)
+        self.lanes = Lanes(busy=self.gate.busy, activity=lambda: self.gate.entered)
         self.embedder_factory: Callable[[Any], Embedder] | None = None  # tests: switch models
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

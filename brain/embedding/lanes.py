@@ -40,6 +40,7 @@ Event = Callable[[str, dict[str, Any]], None]
 BUDGET_S = 0.1  # work per background batch: what a query that lands on one waits at most
 MAX_WAIT_S = 1.0  # longest a background batch waits for tool calls before it runs anyway
 FIRST_BATCH = 8  # texts in a lane's first batch, before its speed is known
+BUSY_SHARE = 0.25  # while tool calls keep coming, a lane works this share of the time
 LONG_S = 2.0  # a tool call in flight longer than this no longer holds the background
 _POLL_S = 0.002
 
@@ -50,13 +51,19 @@ class Lanes:
     def __init__(
         self,
         busy: Callable[[float], int] | None = None,
+        activity: Callable[[], int] | None = None,
         *,
+        busy_share: float = BUSY_SHARE,
         budget_s: float = BUDGET_S,
         max_wait_s: float = MAX_WAIT_S,
         long_s: float = LONG_S,
         max_texts: int = 4096,
     ) -> None:
         self._busy = busy
+        self._activity = activity
+        self.busy_share = busy_share
+        self._seen: dict[str, int] = {}  # per lane: the activity count at its last batch
+        self._last_batch_s: dict[str, float] = {}
         self.budget_s = budget_s
         self.max_wait_s = max_wait_s
         self.long_s = long_s
@@ -99,24 +106,43 @@ class Lanes:
         if self.on_event is not None:
             self.on_event(kind, fields)
 
-    def turn(self, lane: str, stop: threading.Event | None = None) -> None:
+    def _rest(self, lane: str) -> float:
+        """Before a batch: when tool calls came in since the lane's last batch, a rest of
+        the last batch's time x (1 - busy_share) / busy_share (the rebuild's pace,
+        brain/generations/rebuild.py): the lane then works ``busy_share`` of the time, so a
+        call lands on a running batch about that often, not on nearly every one."""
+        if self._activity is None:
+            return 0.0
+        seen = self._activity()
+        before = self._seen.get(lane)
+        self._seen[lane] = seen
+        if before is None or seen == before:
+            return 0.0
+        share = min(max(self.busy_share, 1e-3), 1.0)
+        return min(self.max_wait_s, self._last_batch_s.get(lane, 0.0) * (1 - share) / share)
+
+    def turn(self, lane: str, stop: threading.Event | None = None, *,
+             batch: bool = False) -> None:
         """Wait (at most ``max_wait_s``) until no tool call is in flight; returns at once
-        when none is, or when ``stop`` is set."""
+        when none is, or when ``stop`` is set. Before a ``batch``, also the rest that
+        tool calls since the last batch earn (:meth:`_rest`)."""
         busy = self.busy()
-        if not busy:
+        rest = self._rest(lane) if batch else 0.0
+        if not busy and rest <= 0:
             return
         self._emit("yield", lane=lane, busy=busy)
         t0 = time.monotonic()
+        if rest > 0:
+            if stop is not None:
+                stop.wait(rest)
+            else:
+                time.sleep(rest)
         end = t0 + self.max_wait_s
-        overdue = True
-        while time.monotonic() < end:
-            if stop is not None and stop.is_set():
-                overdue = False
+        while time.monotonic() < end and not (stop is not None and stop.is_set()):
+            if not self.busy():
                 break
             time.sleep(_POLL_S)
-            if not self.busy():
-                overdue = False
-                break
+        overdue = bool(self.busy()) and not (stop is not None and stop.is_set())
         waited = time.monotonic() - t0
         with self._lock:
             self.yields += 1
@@ -154,7 +180,7 @@ class Lanes:
         out: list[np.ndarray] = []
         i = 0
         while i < len(texts):
-            self.turn(lane)
+            self.turn(lane, batch=True)
             if stop is not None and stop():
                 return None
             size = self.batch_size(lane, limit)
@@ -162,7 +188,9 @@ class Lanes:
             self._emit("batch", lane=lane, texts=len(part))
             t0 = time.perf_counter()
             vecs = embed(part)
-            self.measured(lane, len(part), time.perf_counter() - t0)
+            took = time.perf_counter() - t0
+            self.measured(lane, len(part), took)
+            self._last_batch_s[lane] = took
             with self._lock:
                 self.batches += 1
             if len(vecs) != len(part):

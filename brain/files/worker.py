@@ -17,7 +17,8 @@ import queue
 import threading
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from config import FilesSettings
 __all__ = ["FileWorker", "chunk_point_id", "chunks_of"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Tokens kept free under the model's max sequence length ([CLS]/[SEP] and counter drift).
 SEQ_MARGIN = 8
@@ -240,7 +242,7 @@ class FileWorker:
         max_tokens, overlap = self.chunk_budget()
         try:
             return chunk_text_ex(
-                text, max_tokens, overlap, self.embedder.count_tokens, self.cfg.max_chunks,
+                text, max_tokens, overlap, self._count_tokens, self.cfg.max_chunks,
                 max_chars=self.cfg.max_chunk_chars,
             )  # fmt: skip
         except BrainError as exc:
@@ -265,13 +267,15 @@ class FileWorker:
             file_deadline.check(deadline, self.cfg.process_timeout_s)
             part = chunks[start : start + batch]
             texts = [c.text for c in part]
+            # Tool calls first at every chunk: redaction and the BM25 vector are Python work,
+            # and a thread that holds the GIL slows every call waiting for it.
             if scrub:
-                scrubbed = [redact(t) for t in texts]
+                scrubbed = [self._yielded(redact, t) for t in texts]
                 texts = [r.text for r in scrubbed]
                 redactions += sum(r.count for r in scrubbed)
             vectors = self._embed(texts)
             points = [
-                self._point(rec, parsed, chunk, text, vec)
+                self._yielded(self._point, rec, parsed, chunk, text, vec)
                 for chunk, text, vec in zip(part, texts, vectors, strict=True)
             ]
             with self.write_lock:
@@ -280,6 +284,16 @@ class FileWorker:
                 self.store.upsert(points)
             ids.extend(p.id for p in points)
         return ids, redactions
+
+    def _yielded(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` after the tool calls in flight (the background lane's turn)."""
+        self.lanes.turn("files", self.stop)
+        return fn(*args)
+
+    def _count_tokens(self, text: str) -> int:
+        """The chunker's counter, yielding to tool calls between two counts."""
+        self.lanes.turn("files", self.stop)
+        return self.embedder.count_tokens(text)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         delay = self.cfg.retry_backoff_s
