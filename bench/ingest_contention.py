@@ -12,8 +12,9 @@ phase measures while its ingest runs, for at most ``--window`` seconds: an inges
 running then is cancelled (the document deleted, the sync cancelled) and the row says how
 far it got, so a loaded machine still finishes the run.
 
-``--no-yield`` runs the same phases with the lanes off (the background never waits), the
-comparison that shows what yielding buys. Target: p99 during either ingest within 3x of idle.
+``--no-yield`` runs the same phases with the lanes off (batches, still of about 0.1 s,
+neither wait for tool calls nor are stopped by them), the comparison that shows what
+yielding buys. Target: p99 during either ingest within 3x of idle.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def run(scratch: Path, quick: bool, log: Any = print, *, files: int | None = Non
         brain = Brain(settings).open()
         try:
             if variant == "no-yield":
-                brain.lanes.max_wait_s = 0.0  # a batch never waits for the tool calls
+                brain.lanes.enabled = False  # batches neither wait nor stop for tool calls
             out[variant] = asyncio.run(_measure(brain, work, n, window, 60 if quick else 200,
                                                 log, doc_bytes))
         finally:

@@ -21,7 +21,9 @@ starving:
 
 ``on_event(kind, fields)``, when set, sees each step: ``batch`` (a background batch starts:
 ``lane``, ``texts``), ``yield`` (a batch waits for tool calls: ``lane``, ``busy``),
-``resume`` (it goes on: ``lane``, ``waited_s``, ``overdue``). Tests observe the order of work
+``resume`` (it goes on: ``lane``, ``waited_s``, ``overdue``), ``preempted`` (a tool call
+came in while a batch ran on a runtime that can stop it, the onnx one: the run was stopped
+and the batch runs again after the call; after ``max_wait_s`` of that a batch runs whole). Tests observe the order of work
 through it, never its timing.
 """
 
@@ -43,6 +45,35 @@ FIRST_BATCH = 8  # texts in a lane's first batch, before its speed is known
 BUSY_SHARE = 0.25  # while tool calls keep coming, a lane works this share of the time
 LONG_S = 2.0  # a tool call in flight longer than this no longer holds the background
 _POLL_S = 0.002
+_bg = threading.local()  # the background batch the calling thread runs, if any
+
+
+class Batch:
+    """A background batch in flight: a runtime that can stop a run registers its run's
+    handle here (brain/embedding/onnx.py: onnxruntime's RunOptions), and a tool call that
+    comes in preempts it: the run ends at once, the lane gives way, then runs it again."""
+
+    def __init__(self) -> None:
+        self.preempted = False
+        self._handles: list[Any] = []
+        self._lock = threading.Lock()
+
+    def register(self, handle: Any) -> None:
+        with self._lock:
+            self._handles.append(handle)
+            if self.preempted:
+                handle.terminate = True
+
+    def preempt(self) -> None:
+        with self._lock:
+            self.preempted = True
+            for h in self._handles:
+                h.terminate = True
+
+
+def current_batch() -> Batch | None:
+    """The preemptible background batch the calling thread runs (None: a tool call's)."""
+    return getattr(_bg, "batch", None)
 
 
 class Lanes:
@@ -69,6 +100,7 @@ class Lanes:
         self.long_s = long_s
         self.max_texts = max(1, max_texts)
         self.on_event: Event | None = None
+        self.enabled = True  # off: batches neither wait nor stop for calls (benchmarks)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._active = 0  # foreground entries in flight (outside the gate)
@@ -77,6 +109,8 @@ class Lanes:
         self.yields = 0
         self.waited_s = 0.0
         self.batches = 0
+        self.preempted = 0
+        self._starved: dict[str, float] = {}  # per lane: when its batches began to be preempted
 
     # ------------------------------------------------------------------ foreground
     @contextlib.contextmanager
@@ -126,6 +160,8 @@ class Lanes:
         """Wait (at most ``max_wait_s``) until no tool call is in flight; returns at once
         when none is, or when ``stop`` is set. Before a ``batch``, also the rest that
         tool calls since the last batch earn (:meth:`_rest`)."""
+        if not self.enabled:
+            return
         busy = self.busy()
         rest = self._rest(lane) if batch else 0.0
         if not busy and rest <= 0:
@@ -187,7 +223,9 @@ class Lanes:
             part = list(texts[i : i + size])
             self._emit("batch", lane=lane, texts=len(part))
             t0 = time.perf_counter()
-            vecs = embed(part)
+            vecs = self._preemptible(lane, embed, part, t0)
+            if vecs is None:
+                continue  # a tool call came in: it goes first, the batch runs again
             took = time.perf_counter() - t0
             self.measured(lane, len(part), took)
             self._last_batch_s[lane] = took
@@ -201,8 +239,47 @@ class Lanes:
             return np.zeros((0, 0), dtype=np.float32)
         return np.concatenate(out)
 
+    def _preemptible(self, lane: str, embed: Callable[[Sequence[str]], np.ndarray],
+                     part: list[str], t0: float) -> np.ndarray | None:
+        """``embed(part)``, stopped by a tool call that comes in meanwhile (None then),
+        unless the lane has given way for ``max_wait_s`` since its last whole batch."""
+        since = self._starved.get(lane)
+        if not self.enabled:
+            return embed(part)
+        if since is not None and time.monotonic() - since >= self.max_wait_s:
+            return embed(part)  # starved: this one runs whole
+        batch, done = Batch(), threading.Event()
+
+        def watch() -> None:
+            while not done.wait(_POLL_S):
+                if self.busy():
+                    batch.preempt()
+                    return
+
+        watcher = threading.Thread(target=watch, name="brain-lanes-watch", daemon=True)
+        if self.busy():  # a call already in flight (a lane that waited its longest)
+            batch.preempt()
+        _bg.batch = batch
+        watcher.start()
+        try:
+            vecs = embed(part)
+        except Exception:
+            if not batch.preempted:
+                raise
+            self._starved.setdefault(lane, t0)
+            with self._lock:
+                self.preempted += 1
+            self._emit("preempted", lane=lane, texts=len(part))
+            return None
+        finally:
+            done.set()
+            _bg.batch = None
+            watcher.join()
+        self._starved.pop(lane, None)
+        return vecs
+
     def status(self) -> dict[str, Any]:
         with self._lock:
             return {"yields": self.yields, "waited_s": round(self.waited_s, 3),
-                    "batches": self.batches,
+                    "batches": self.batches, "preempted": self.preempted,
                     "per_text_ms": {k: round(v * 1000, 3) for k, v in self._per_text.items()}}

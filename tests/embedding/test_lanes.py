@@ -180,3 +180,23 @@ def test_a_cancel_between_batches_stops_the_lane() -> None:
 
     assert lanes.embed("sources", embed, ["a"] * 50, limit=5, stop=lambda: len(seen) >= 2) is None
     assert len(seen) == 2
+
+
+def test_calls_between_batches_earn_the_lane_a_rest() -> None:
+    """A tool call that came in during a batch (the gate's entry count moved) makes the lane
+    rest before its next batch, though no call is in flight any more; batches with no call
+    between them follow each other at once."""
+    calls = [0]
+    lanes = Lanes(activity=lambda: calls[0], busy_share=0.5, max_wait_s=HANG_S)
+    log = _Log()
+    lanes.on_event = log.event
+
+    def embed(part: list[str]) -> np.ndarray:
+        if len([k for k, _ in log.items if k == "batch"]) == 2:
+            calls[0] += 1  # a call arrives while the second batch runs
+        return np.zeros((len(part), 2))
+
+    out = lanes.embed("files", embed, ["t"] * 8, limit=2)  # four batches of two
+    assert out is not None and out.shape == (8, 2)
+    kinds = [k for k, _ in log.items]
+    assert kinds == ["batch", "batch", "yield", "resume", "batch", "batch"], kinds
