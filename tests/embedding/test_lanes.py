@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from brain.app import Brain
 from brain.embedding.lanes import Lanes
+from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder
 from brain.generations import Gate
 from tests.files.test_files import long_text, write
 from tests.timing import HANG_S
@@ -200,3 +202,21 @@ def test_calls_between_batches_earn_the_lane_a_rest() -> None:
     assert out is not None and out.shape == (8, 2)
     kinds = [k for k, _ in log.items]
     assert kinds == ["batch", "batch", "yield", "resume", "batch", "batch"], kinds
+
+
+def test_a_call_stops_an_onnx_batch_in_flight_and_the_batch_runs_again() -> None:
+    """On the default runtime a background run is stopped by a tool call (onnxruntime's
+    RunOptions.terminate), the lane gives way, and the batch runs again whole once the lane
+    has waited its longest: the vectors are the ones a plain embedding gives."""
+    pytest.importorskip("onnxruntime")
+    emb = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
+    texts = [f"passage {i} about " + "lanes and batches " * 40 for i in range(6)]
+    plain = emb.embed_documents(texts)
+    lanes = Lanes(busy=lambda _s: 1, max_wait_s=0.05)  # a call always in flight
+    log = _Log()
+    lanes.on_event = log.event
+    out = lanes.embed("files", emb.embed_documents, texts, limit=6)
+    kinds = [k for k, _ in log.items]
+    assert kinds == ["yield", "resume", "batch", "preempted", "yield", "resume", "batch"], kinds
+    assert lanes.preempted == 1 and lanes.batches == 1
+    assert out is not None and np.allclose(out, plain, atol=1e-6)
