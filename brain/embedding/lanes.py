@@ -44,7 +44,8 @@ MAX_WAIT_S = 1.0  # longest a background batch waits for tool calls before it ru
 FIRST_BATCH = 8  # texts in a lane's first batch, before its speed is known
 BUSY_SHARE = 0.25  # while tool calls keep coming, a lane works this share of the time
 LONG_S = 2.0  # a tool call in flight longer than this no longer holds the background
-_POLL_S = 0.002
+_POLL_S = 0.02  # a waiting lane looks again: each look takes the GIL from the call it waits for
+_WATCH_S = 0.002  # a batch in flight looks for a call this often (no call runs meanwhile)
 _bg = threading.local()  # the background batch the calling thread runs, if any
 
 
@@ -251,7 +252,7 @@ class Lanes:
         batch, done = Batch(), threading.Event()
 
         def watch() -> None:
-            while not done.wait(_POLL_S):
+            while not done.wait(_WATCH_S):
                 if self.busy():
                     batch.preempt()
                     return
