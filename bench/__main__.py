@@ -109,7 +109,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quick: all but tokens; tokens includes surface; and, only when named, "
         "surface: the tool list's size per profile and AGENTS.md's, in seconds; "
         "health: integrity scan time at 100k notes; citations: stale-flag precision/recall "
-        "over a replayed git history and the re-check cost at 10k notes; hype: HyPE plumbing "
+        "over a replayed git history and the re-check cost at 10k notes; "
+        "through_time_branches: branch-only notes leaking to other branches, promotions on "
+        "merge, archives of abandoned branches (bench/through_time_branches.py); hype: HyPE plumbing "
         "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
         "quantization: none vs int8; ingest_contention: search_memory and add_memory p50/p99 "
         "idle vs during a 15 MB document ingest vs during a sync of 20,000 generated files "
@@ -251,6 +253,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("tool calls during a 15 MB document ingest and a large sync ...")
         results["ingest_contention"] = await asyncio.to_thread(
             ingest_contention.run, ctx.scratch, args.quick, ctx.log)
+        checkpoint()
+    if "through_time_branches" in only:
+        from bench import through_time_branches
+
+        ctx.log("branch scope: leaks, promotions and archives over a scripted git history ...")
+        results["through_time_branches"] = await asyncio.to_thread(
+            through_time_branches.run, ctx.scratch, args.quick, ctx.log)
         checkpoint()
     if "rebuild" in only:
         from bench import rebuild

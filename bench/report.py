@@ -345,6 +345,10 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         from bench.citations import section
 
         parts += ["## Citations", "", section(results["citations"])]
+    if "through_time_branches" in results:
+        from bench.through_time_branches import section as branches_section
+
+        parts += ["## Branch scope", "", branches_section(results["through_time_branches"])]
     if "llm" in results:
         llm = results["llm"]
         parts += [

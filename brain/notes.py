@@ -231,4 +231,6 @@ def public_note(payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
     shown["salience"] = round(float(shown["salience"]), 4)
     if payload.get("cites"):  # the code it cites, compactly: state, how many fresh, which moved
         shown["citations"] = citation_summary(payload["cites"])
+    if payload.get("branch"):  # written on a git branch: open there, merged or abandoned
+        shown["branch"] = {"name": payload["branch"], "state": payload.get("branch_state")}
     return {**shown, **extra}
