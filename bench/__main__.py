@@ -113,7 +113,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "through_time_branches: branch-only notes leaking to other branches, promotions on "
         "merge, archives of abandoned branches (bench/through_time_branches.py); hype: HyPE plumbing "
         "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
-        "quantization: none vs int8; peer: mcp-memory-service side by side at 1k and 10k "
+        "quantization: none vs int8; ingest_contention: search_memory and add_memory p50/p99 "
+        "idle vs during a 15 MB document ingest vs during a sync of 20,000 generated files "
+        "(2,000 with --quick; bench/ingest_contention.py); peer: mcp-memory-service side by side at 1k and 10k "
         "notes (bench/peer.py; installs it from PyPI into its own venv on first use))",
     )
     p.add_argument(
@@ -244,6 +246,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("citations: flags over a replayed git history, re-check cost at 10k notes ...")
         results["citations"] = await asyncio.to_thread(citations.run, ctx.scratch, args.quick,
                                                        ctx.log)
+        checkpoint()
+    if "ingest_contention" in only:
+        from bench import ingest_contention
+
+        ctx.log("tool calls during a 15 MB document ingest and a large sync ...")
+        results["ingest_contention"] = await asyncio.to_thread(
+            ingest_contention.run, ctx.scratch, args.quick, ctx.log)
         checkpoint()
     if "through_time_branches" in only:
         from bench import through_time_branches

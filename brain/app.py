@@ -30,6 +30,7 @@ from brain.clock import Clock, iso
 from brain.embedding import endpoints as embed_endpoints
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import search_warnings
+from brain.embedding.lanes import Lanes
 from brain.embedding.registry import Embedder, build_embedder, resolve_record
 from brain.embedding.remote import (
     RemoteEmbedder,
@@ -108,6 +109,8 @@ class Brain:
         self.bm25 = BM25Encoder()
         self.pending_model: str | None = None
         self.gate = generations.Gate()  # tool calls share it; a model swap holds it alone
+        # Heavy work (uploads, syncs) embeds in batches behind the tool calls in flight.
+        self.lanes = Lanes(busy=self.gate.busy, activity=lambda: self.gate.entered)
         self.embedder_factory: Callable[[Any], Embedder] | None = None  # tests: switch models
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -455,6 +458,7 @@ class Brain:
             clock=self.clock, identity=self.identity,
             model_id=self.meta.model, home=self.home, on_file_written=self.hot_files.record,
             on_files_changed=lambda sid, rels: self.citations.files_changed(sid, rels),
+            lanes=self.lanes,
         )
         cfg = SourcesConfig(
             default_project=s.memory.default_project, concurrency=sync.concurrency,
@@ -496,6 +500,7 @@ class Brain:
             model_id=self.meta.model, home=self.home, default_project=s.memory.default_project,
             redact_secrets=s.memory.redact_secrets,
             exact_max_points=s.retrieval.exact_max_points, policy=self.search_policy,
+            lanes=self.lanes,
         )
         return FilesService(deps, s.files)  # the live section: tests tune it at run time
 

@@ -50,6 +50,7 @@ import numpy as np
 
 from brain import heap
 from brain.embedding.base import PromptedEncoder, normalise
+from brain.embedding.lanes import current_batch
 from brain.embedding.onnx_child import export_in_child, weights8_in_child
 from brain.embedding.onnx_quant import refusal_of
 from brain.embedding.placement import Placement, intra_op_threads, placement, spin_options
@@ -236,9 +237,13 @@ class OnnxEmbedder(PromptedEncoder):
                 }
                 big = feed["input_ids"].size >= SHRINK_FROM_TOKENS
                 shrunk = shrunk or big
+                run = self._shrink if big else None
+                batch = current_batch()  # a background batch: a tool call may stop the run
+                if batch is not None:
+                    run = self._run_options(big)
+                    batch.register(run)
                 with self._place.running() if self._place else contextlib.nullcontext():
-                    hidden = session.run(None, {n: feed[n] for n in self._names},
-                                         self._shrink if big else None)[0]
+                    hidden = session.run(None, {n: feed[n] for n in self._names}, run)[0]
                 if self._pool == "cls":
                     vecs = hidden[:, 0]
                 else:
@@ -248,6 +253,17 @@ class OnnxEmbedder(PromptedEncoder):
             if shrunk:
                 self._trim_when_idle()
         return normalise(np.concatenate(out).astype(np.float32))
+
+    @staticmethod
+    def _run_options(big: bool) -> Any:
+        """Run options of one background run, which brain/embedding/lanes.py may stop
+        (``terminate``) when a tool call comes in."""
+        import onnxruntime as ort
+
+        opts = ort.RunOptions()
+        if big:
+            opts.add_run_config_entry(*_SHRINK_ARENA)
+        return opts
 
     def _trim_when_idle(self) -> None:
         """(Re)start the timer of the trim after a batch (called with the encode lock)."""

@@ -12,6 +12,15 @@ byte is inflated; zipfile then never inflates a member past the size that direct
 (a member that lies fails its CRC), so the check bounds the work too. HTML is measured by its
 size and by how deeply its elements nest: lexbor's parse is quadratic in the nesting depth
 (100,000 nested ``<div>``, 500 KB, took 30 s).
+
+A PDF is parsed within a time budget (issue 50 item 6: content-stream bombs took 29 s and
+53 s to fail, a 100,000-page PDF was still being read after 60 s): one with more than
+``MAX_PDF_PAGES`` pages is refused before a page is read, and the clock is checked between
+pages and every ``_OPS_PER_CHECK`` content-stream operators inside a page (form XObjects a
+page draws are extracted under the same clock), and a page whose content stream is larger
+than ``MAX_PAGE_CONTENT_BYTES`` is refused before pypdf tokenises it (~0.5 MB/s here). So a
+parse stops at ``budget_s`` (or the caller's deadline) plus at most one page, with a
+ParseError that says so, instead of running on in the background.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import bisect
 import io
 import mimetypes
 import re
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +74,13 @@ _MIMES = {
     "text/x-markdown": "markdown",
 }
 _PAGE_SEPARATOR = "\n\n"
+
+PARSE_BUDGET_S = 60.0  # a parse past this is refused (a PDF's; files.process_timeout_s bounds all)
+MAX_PDF_PAGES = 10_000  # ~0.5 ms a page of overhead here: 5 s at most before any text
+# pypdf tokenises a page's whole content stream before extracting (~0.5 MB/s here): a dense
+# page of text holds 20-100 KB of it, so a page past this is refused before it is tokenised.
+MAX_PAGE_CONTENT_BYTES = 1024 * 1024
+_OPS_PER_CHECK = 512
 
 
 def _mime_format(mime: str | None) -> str | None:
@@ -111,11 +128,15 @@ def parse_document(
     mime: str | None = None,
     *,
     max_expanded_bytes: int = FilesSettings.model_fields["max_expanded_bytes"].default,
+    budget_s: float = PARSE_BUDGET_S,
 ) -> ParsedDocument:
-    """Extract text (and page spans for PDFs) from an uploaded document."""
+    """Extract text (and page spans for PDFs) from an uploaded document, within
+    ``budget_s`` seconds for a PDF (ParseError past it)."""
     fmt = detect_format(data, file_name, mime)
     try:
         _GUARDS.get(fmt, _no_guard)(data, max_expanded_bytes)
+        if fmt == "pdf":
+            return _parse_pdf(data, time.monotonic() + budget_s, budget_s)
         return _PARSERS[fmt](data)
     except ParseError:
         raise
@@ -148,7 +169,15 @@ def _parse_markdown(data: bytes) -> ParsedDocument:
     return ParsedDocument(text=decode_text(data), format="markdown")
 
 
-def _parse_pdf(data: bytes) -> ParsedDocument:
+def _over_budget(budget_s: float, where: str) -> ParseError:
+    return ParseError(
+        f"parsing the PDF took longer than its budget of {budget_s:g} s ({where}); its content "
+        "streams are too costly to read (a content-stream bomb, or a document to split)"
+    )
+
+
+def _parse_pdf(data: bytes, deadline: float = float("inf"),
+               budget_s: float = PARSE_BUDGET_S) -> ParsedDocument:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, PdfReadError
 
@@ -165,14 +194,36 @@ def _parse_pdf(data: bytes) -> ParsedDocument:
             opened = False
         if not opened:
             raise ParseError("encrypted PDF: decrypt it first")
+    count = len(reader.pages)
+    if count > MAX_PDF_PAGES:
+        raise ParseError(f"the PDF has {count:,} pages, more than {MAX_PDF_PAGES:,}; split it")
     parts: list[str] = []
     pages: list[PageSpan] = []
     offset = 0
+    ops = 0
+    number = 0
+
+    def clock(*_: object) -> None:  # before each content-stream operator
+        nonlocal ops
+        ops += 1
+        if ops % _OPS_PER_CHECK == 0 and time.monotonic() > deadline:
+            raise _over_budget(budget_s, f"page {number} of {count}")
+
     for number, page in enumerate(reader.pages, start=1):
+        if time.monotonic() > deadline:
+            raise _over_budget(budget_s, f"{number - 1} of {count} pages read")
+        contents = page.get_contents()  # decoded, not yet tokenised
+        size = len(contents.get_data()) if contents is not None else 0
+        if size > MAX_PAGE_CONTENT_BYTES:
+            raise ParseError(
+                f"page {number} of the PDF has a content stream of {_mb(size)}, more than "
+                f"{_mb(MAX_PAGE_CONTENT_BYTES)} a page: a content-stream bomb, or a drawing "
+                "whose text should be exported first"
+            )
         if parts:
             parts.append(_PAGE_SEPARATOR)
             offset += len(_PAGE_SEPARATOR)
-        page_text = (page.extract_text() or "").strip()
+        page_text = (page.extract_text(visitor_operand_before=clock) or "").strip()
         parts.append(page_text)
         pages.append((number, offset, offset + len(page_text)))
         offset += len(page_text)
@@ -303,7 +354,7 @@ def _guard_html(data: bytes, cap: int) -> None:
 _GUARDS: dict[str, Callable[[bytes, int], None]] = {"docx": _guard_docx, "html": _guard_html}
 
 _PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
-    "pdf": _parse_pdf,
+    "pdf": _parse_pdf,  # parse_document passes it the budget
     "docx": _parse_docx,
     "html": _parse_html,
     "markdown": _parse_markdown,

@@ -34,6 +34,7 @@ import numpy as np
 from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import query_vector
+from brain.embedding.lanes import Lanes
 from brain.embedding.registry import Embedder
 from brain.errors import (
     FileNotFound,
@@ -87,6 +88,7 @@ class FilesDeps:
     redact_secrets: bool  # [memory] redact_secrets: scrub the text before it is stored
     exact_max_points: int  # [retrieval]: below this many candidates search is exact
     policy: SearchPolicy  # [retrieval]: how every search ranks (brain/search/policy.py)
+    lanes: Lanes | None = None  # tool calls before the worker's batches (the brain's own)
 
 
 class FilesService:
@@ -108,7 +110,7 @@ class FilesService:
             store=deps.store, embedder=deps.embedder, bm25=deps.bm25, clock=deps.clock,
             model_id=deps.model_id, records=self.records, blobs=self.blobs, texts=self.texts,
             keeper=self.keeper, cfg=cfg, redact_secrets=deps.redact_secrets,
-            write_lock=self._write_lock, stop=self._stop,
+            write_lock=self._write_lock, stop=self._stop, lanes=deps.lanes,
         )  # fmt: skip
 
     def use_model(self, model_id: str) -> None:

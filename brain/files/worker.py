@@ -17,16 +17,23 @@ import queue
 import threading
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.lanes import Lanes
 from brain.embedding.registry import Embedder
 from brain.errors import BrainError, ParseError
 from brain.files import deadline as file_deadline
-from brain.files.parsers import ParsedDocument, page_for_offset, parse_document
+from brain.files.parsers import (
+    PARSE_BUDGET_S,
+    ParsedDocument,
+    page_for_offset,
+    parse_document,
+)
 from brain.files.retention import Keeper, from_doc, redact_parsed, to_doc
 from brain.files.store import BlobStore, FileRecords, TextStore
 from brain.search.fusion import looks_like_code
@@ -38,6 +45,7 @@ from config import FilesSettings
 __all__ = ["FileWorker", "chunk_point_id", "chunks_of"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Tokens kept free under the model's max sequence length ([CLS]/[SEP] and counter drift).
 SEQ_MARGIN = 8
@@ -77,6 +85,7 @@ class FileWorker:
         redact_secrets: bool,
         write_lock: threading.RLock,
         stop: threading.Event,
+        lanes: Lanes | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -91,6 +100,7 @@ class FileWorker:
         self.redact_secrets = redact_secrets
         self.write_lock = write_lock
         self.stop = stop
+        self.lanes = lanes or Lanes()  # tool calls first (brain/app.py shares the brain's)
         self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._busy = threading.Event()
@@ -184,7 +194,7 @@ class FileWorker:
         if doc is not None:
             return from_doc(doc)
         parsed = file_deadline.run_within(
-            lambda: self._parse(rec), deadline, timeout, self.stop, _Interrupted
+            lambda: self._parse(rec, deadline), deadline, timeout, self.stop, _Interrupted
         )
         count = 0
         if self.redact_secrets:
@@ -206,14 +216,17 @@ class FileWorker:
         self.records.update(rec["id"], attempts=attempts)
         return True
 
-    def _parse(self, rec: dict[str, Any]) -> ParsedDocument:
+    def _parse(self, rec: dict[str, Any], deadline: float = float("inf")) -> ParsedDocument:
+        """The file parsed within its budget: the parsers' own (a PDF's) and what is left of
+        the file's deadline, so a parse abandoned at the deadline stops too."""
         try:
             data = self.blobs.read(rec["storage_path"])
         except (FileNotFoundError, IsADirectoryError) as exc:
             raise _Failed("the stored bytes are missing; delete and upload the file again") from exc
         try:
             return parse_document(
-                data, rec["file_name"], max_expanded_bytes=self.cfg.max_expanded_bytes
+                data, rec["file_name"], max_expanded_bytes=self.cfg.max_expanded_bytes,
+                budget_s=max(0.0, min(PARSE_BUDGET_S, deadline - time.monotonic())),
             )
         except ParseError as exc:
             raise _Failed(exc.message) from exc
@@ -229,7 +242,7 @@ class FileWorker:
         max_tokens, overlap = self.chunk_budget()
         try:
             return chunk_text_ex(
-                text, max_tokens, overlap, self.embedder.count_tokens, self.cfg.max_chunks,
+                text, max_tokens, overlap, self._count_tokens, self.cfg.max_chunks,
                 max_chars=self.cfg.max_chunk_chars,
             )  # fmt: skip
         except BrainError as exc:
@@ -254,13 +267,15 @@ class FileWorker:
             file_deadline.check(deadline, self.cfg.process_timeout_s)
             part = chunks[start : start + batch]
             texts = [c.text for c in part]
+            # Tool calls first at every chunk: redaction and the BM25 vector are Python work,
+            # and a thread that holds the GIL slows every call waiting for it.
             if scrub:
-                scrubbed = [redact(t) for t in texts]
+                scrubbed = [self._yielded(redact, t) for t in texts]
                 texts = [r.text for r in scrubbed]
                 redactions += sum(r.count for r in scrubbed)
             vectors = self._embed(texts)
             points = [
-                self._point(rec, parsed, chunk, text, vec)
+                self._yielded(self._point, rec, parsed, chunk, text, vec)
                 for chunk, text, vec in zip(part, texts, vectors, strict=True)
             ]
             with self.write_lock:
@@ -270,15 +285,31 @@ class FileWorker:
             ids.extend(p.id for p in points)
         return ids, redactions
 
+    def _yielded(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` after the tool calls in flight (the background lane's turn)."""
+        self.lanes.turn("files", self.stop)
+        return fn(*args)
+
+    def _count_tokens(self, text: str) -> int:
+        """The chunker's counter, yielding to tool calls between two counts."""
+        self.lanes.turn("files", self.stop)
+        return self.embedder.count_tokens(text)
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         delay = self.cfg.retry_backoff_s
         attempts = self.cfg.embed_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                vectors = self.embedder.embed_documents(texts)
+                # The background lane: bounded batches, each after the tool calls in flight.
+                vectors = self.lanes.embed("files", self.embedder.embed_documents, texts,
+                                           limit=len(texts), stop=self.stop.is_set)
+                if vectors is None:
+                    raise _Interrupted
                 if len(vectors) != len(texts):
                     raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
                 return vectors
+            except _Interrupted:
+                raise
             except Exception as exc:  # noqa: BLE001 - any embedder failure is retried
                 if attempt == attempts:
                     raise _Failed(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -50,6 +51,7 @@ class Gate:
         self._writer = False
         self._waiting = 0
         self.entered = 0  # shared entries so far: a rebuild yields only to live traffic
+        self._since: dict[int, float] = {}  # each holder's entry (monotonic): busy()
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -66,6 +68,8 @@ class Gate:
                 self._cond.wait()
             self._readers += 1
             self.entered += 1
+            token = self.entered
+            self._since[token] = time.monotonic()
         _local.gate_depth = 1
         try:
             yield
@@ -73,7 +77,15 @@ class Gate:
             _local.gate_depth = 0
             with self._cond:
                 self._readers -= 1
+                self._since.pop(token, None)
                 self._cond.notify_all()
+
+    def busy(self, younger_than_s: float) -> int:
+        """Tool calls in flight that entered less than ``younger_than_s`` ago: what heavy
+        work yields to (brain/embedding/lanes.py)."""
+        floor = time.monotonic() - younger_than_s
+        with self._cond:
+            return sum(1 for t in self._since.values() if t > floor)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:

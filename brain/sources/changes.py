@@ -66,6 +66,7 @@ class Changes:
             for entry in todo:
                 if run.cancelled():
                     return
+                run.ix.pause()  # tool calls first: a file's read and chunking is work too
                 self._prepare(entry, olds.get(entry.rel), force)
                 if self.writer.full():
                     self.writer.flush()

@@ -29,9 +29,12 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
 
 from brain.embedding.bm25 import BM25Encoder
+from brain.embedding.lanes import Lanes
 from brain.embedding.registry import Embedder
 from brain.sources.chunker import chunk_text_ex
 from brain.sources.points import (
@@ -99,8 +102,10 @@ class Indexer:
         max_scan_files: int = 200_000,
         on_file_written: FileWritten | None = None,
         on_files_changed: FilesChanged | None = None,
+        lanes: Lanes | None = None,
     ) -> None:
         self.store = store
+        self.lanes = lanes or Lanes()  # tool calls first (brain/app.py shares the brain's)
         self._on_file_written = on_file_written
         self._on_files_changed = on_files_changed
         self.embedder = embedder
@@ -119,7 +124,6 @@ class Indexer:
         self._verify = fast
         # Counters for tests and benchmarks.
         self.chunks_embedded_total = 0
-        self._per_chunk_s = 0.0
         self.embed_seconds_total = 0.0
         self.on_embed: Callable[[list[str]], None] | None = None
 
@@ -202,32 +206,25 @@ class Indexer:
             log.exception("hot-file count failed")
 
     def embed(self, texts: list[str], ctl: Control) -> list[list[float]] | None:
-        """Embed in batches, checking for a cancel between them; None when cancelled.
+        """Embed in the background lane (brain/embedding/lanes.py): batches of at most
+        ``embed_batch`` chunks and about ``lanes.budget_s`` of work (well under
+        CANCEL_BUDGET_S), each after the tool calls in flight, with a cancel checked between
+        them; None when cancelled."""
 
-        A batch is at most ``embed_batch`` chunks and at most about CANCEL_BUDGET_S of
-        work at the measured speed, so a cancel lands within about a second even on a
-        slow or busy machine.
-        """
-        out: list[list[float]] = []
-        i = 0
-        while i < len(texts):
-            if ctl.cancel.is_set():
-                return None
-            size = self.embed_batch
-            if self._per_chunk_s > 0:
-                size = max(4, min(size, int(CANCEL_BUDGET_S / self._per_chunk_s)))
-            batch = texts[i : i + size]
-            i += len(batch)
+        def one(batch: Sequence[str]) -> np.ndarray:
             t0 = time.perf_counter()
             vecs = self.embedder.embed_documents(batch)
-            took = time.perf_counter() - t0
-            per = took / len(batch)
-            self._per_chunk_s = (
-                per if not self._per_chunk_s else 0.7 * self._per_chunk_s + 0.3 * per
-            )
-            self.embed_seconds_total += took
+            self.embed_seconds_total += time.perf_counter() - t0
             self.chunks_embedded_total += len(batch)
             if self.on_embed is not None:
-                self.on_embed(batch)
-            out.extend(vecs.tolist())
-        return out
+                self.on_embed(list(batch))
+            return vecs
+
+        vecs = self.lanes.embed("sources", one, texts, limit=self.embed_batch,
+                                stop=ctl.cancel.is_set)
+        return None if vecs is None else vecs.tolist()
+
+    def pause(self) -> None:
+        """Let the tool calls in flight go first (between files: reading, redacting and
+        chunking a file is work too)."""
+        self.lanes.turn("sources")

@@ -41,6 +41,9 @@ class Engine(Protocol):
 
     def embed(self, texts: list[str], ctl: Control) -> list[list[float]] | None: ...
 
+    def pause(self) -> None:
+        """Wait for the tool calls in flight (brain/embedding/lanes.py)."""
+
     def file_written(self, rec: SourceRecord, rel: str) -> None:
         """A file's points were written (the hot-file count)."""
 

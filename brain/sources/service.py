@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import search_warnings
+from brain.embedding.lanes import Lanes
 from brain.embedding.registry import Embedder
 from brain.errors import Conflict, Forbidden, InvalidArgument, PathOutsideSource, SourceNotFound
 from brain.search.presentation import search_page
@@ -56,6 +57,7 @@ class SourcesDeps:
     home: Path  # the data dir: sources.db lives in it, and no source indexes it
     on_file_written: FileWritten | None = None  # the hot-file counter (brain/health)
     on_files_changed: FilesChanged | None = None  # the citations' re-check (brain/citations)
+    lanes: Lanes | None = None  # tool calls before a sync's batches (the brain's own)
 
 
 class SourcesService:
@@ -77,6 +79,7 @@ class SourcesService:
             max_scan_files=cfg.max_scan_files,
             on_file_written=deps.on_file_written,
             on_files_changed=deps.on_files_changed,
+            lanes=deps.lanes,
         )
         self.scheduler = SyncScheduler(
             self.registry, self.indexer, deps.store, deps.paths, deps.clock, cfg

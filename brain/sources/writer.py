@@ -69,6 +69,7 @@ class Writer:
         stale: list[str] = []
         states: list[FileState] = []
         for w in works:
+            ix.pause()  # tool calls first: a file's points (BM25, payload) are Python work
             points.extend(points_of(w, rec, ix.model_id, ix.user_id, ix.bm25))
             n = (w.pieces[-1].index + 1) if w.pieces else 0
             stale.extend(chunk_point_id(rec.id, w.entry.rel, i) for i in range(n, w.old_n))
