@@ -47,6 +47,7 @@ from mcp_surface import outputs as out  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
     Cites,
     Detail,
+    Ids,
     OptProject,
     Query,
     Similarity,
@@ -175,18 +176,20 @@ def create_server(
         context: Annotated[Text | None, Field(description="Why it matters; embedded too")
                            ] = None,
         cites: Cites = None,
+        supersedes: Ids = None,
     ) -> dict[str, Any]:
         """Store one idea: permanent (linked to similar notes) or fleeting (unsearched until
         distilled)."""
         res = await call(lambda s: s.memory.add(content, project, memory_type, note_kind, tags,
                                                 pinned, visibility, context=context,
-                                                cites=cites or ()))
-        return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
+                                                cites=cites or (), supersedes=supersedes))
+        return _written(res, note=res.note, linked=res.linked, redacted=list(res.redacted))
 
     @tool(mcp, WRITE, out.UPDATED)
-    async def update_memory(zk_id: ZkId, new_content: Text) -> dict[str, Any]:
-        """Correct or extend a note; it is re-enriched and re-embedded."""
-        res = await call(lambda s: s.memory.update(zk_id, new_content))
+    async def update_memory(zk_id: ZkId, new_content: Text | None = None,
+                            supersedes: Ids = None) -> dict[str, Any]:
+        """Correct a note (old text kept as history); supersedes confirms proposals."""
+        res = await call(lambda s: s.memory.update(zk_id, new_content, supersedes))
         return {"note": res.note, "redacted": list(res.redacted)}
 
     @tool(mcp, READ, out.SEARCH)
@@ -247,6 +250,11 @@ def create_server(
 # Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
 # a group that is missing or fails to import stops the server instead of vanishing.
 TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models, citations)
+
+
+def _written(res: Any, **out: Any) -> dict[str, Any]:
+    """add_memory's answer, with what it superseded or proposes to (only when it did)."""
+    return {**out, "supersession": res.supersession} if res.supersession else out
 
 
 def _profile_of(settings: Settings | None, brain: Brain | None) -> Profile:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from brain.errors import Conflict, InvalidArgument
-from brain.memory import hype
+from brain.memory import hype, supersede
 from brain.memory.core import NoteCore
 from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id
 from brain.trust import tenancy
@@ -44,7 +44,9 @@ def pin(m: NoteCore, zk_id: str, pinned: bool) -> dict[str, Any]:
 
 def forget(m: NoteCore, zk_id: str) -> dict[str, Any]:
     now, ts = m._now()
-    p = set_state(m, zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
+    with m._write_lock:
+        p = set_state(m, zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
+        supersede.release(m, p)  # what it superseded is believed again
     hype.drop(m.store, [p["zk_id"]])  # written again if it is restored
     m._emit("forgotten", p)
     return p
@@ -55,6 +57,7 @@ def restore(m: NoteCore, zk_id: str) -> dict[str, Any]:
         p = m.get_payload(zk_id, include_forgotten=True)
         if p.get("forgotten"):
             p = set_state(m, p["zk_id"], forgotten=False, forgotten_ts=0.0, forgotten_at="")
+            supersede.reapply(m, p)
             restored = "forgotten"
         elif p["memory_type"] == "archived":
             back = p.get("archived_from") or "permanent"
