@@ -109,7 +109,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quick: all but tokens; tokens includes surface; and, only when named, "
         "surface: the tool list's size per profile and AGENTS.md's, in seconds; "
         "health: integrity scan time at 100k notes; citations: stale-flag precision/recall "
-        "over a replayed git history and the re-check cost at 10k notes; hype: HyPE plumbing "
+        "over a replayed git history and the re-check cost at 10k notes; through_time: the "
+        "valid fact on top as settings change over commits, false supersessions; hype: HyPE "
+        "plumbing "
         "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
         "quantization: none vs int8; peer: mcp-memory-service side by side at 1k and 10k "
         "notes (bench/peer.py; installs it from PyPI into its own venv on first use))",
@@ -242,6 +244,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("citations: flags over a replayed git history, re-check cost at 10k notes ...")
         results["citations"] = await asyncio.to_thread(citations.run, ctx.scratch, args.quick,
                                                        ctx.log)
+        checkpoint()
+    if "through_time" in only:
+        from bench import through_time
+
+        ctx.log("through_time: facts that change over a replayed git history ...")
+        results["through_time"] = await asyncio.to_thread(through_time.run, ctx.scratch,
+                                                          args.quick, ctx.log)
         checkpoint()
     if "rebuild" in only:
         from bench import rebuild

@@ -20,7 +20,9 @@ compared as sets of terms: the shared terms are the subject, the terms only one 
 its values. A claim changed when both sides have values of their own, few of them, on a
 shared subject; and only one kind of value changed (numbers, or names, or words): a change
 of both a name and a number reads as another subject's fact ("retry limit of the mailer is
-3" against "... of the indexer is 5"). Confidence:
+3" against "... of the indexer is 5"), and a changed word or name counts only where it
+stands as a value (after "is", "=", "named", "to", "now" ...; "the billing module checks
+invoices" against "... checks refunds" is two facts). Confidence:
 
 - **applied**: similarity >= ``APPLY_SIMILARITY`` and subject overlap >= ``APPLY_OVERLAP``,
   or a citation of the same code (path and symbol) with similarity >= the proposal floor;
@@ -90,6 +92,20 @@ def _cite_keys(payload: dict[str, Any]) -> set[tuple[str, str]]:
             for c in payload.get("cites") or () if isinstance(c, dict) and c.get("symbol")}
 
 
+_CUE = frozenset({"is", "are", "=", ":", "to", "now", "named", "called", "uses", "use",
+                  "set", "became", "becomes", "be", "at"})
+
+
+def _stated(text: str, changed: set[str]) -> bool:
+    """Whether a changed word or name stands where a value does: within three words after
+    "is", "=", "named", "to", "now" ... ("the queue is now named tasks")."""
+    words = [t.lower().rstrip(".,") for t in re.findall(r"[^\s`'\"()]+", text)]
+    for i, w in enumerate(words):
+        if w in changed and any(c in _CUE for c in words[max(0, i - 3):i]):
+            return True
+    return False
+
+
 def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdict | None:
     """Whether ``new`` supersedes ``old`` (see the module docstring), and how surely."""
     if similarity < PROPOSE_SIMILARITY:
@@ -102,6 +118,8 @@ def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdic
         return None
     kinds = {_kind(t) for t in mine | theirs}
     cited = bool(_cite_keys(new) & _cite_keys(old))
+    if not cited and kinds != {"number"} and not _stated(new.get("content", ""), mine):
+        return None  # a changed word or name that is no setting's value: another subject
     if len(kinds) > 1 and not cited and kinds != {"word"}:
         return None  # a name and a number changed: another subject's fact
     overlap = len(shared) / min(len(a), len(b))

@@ -92,7 +92,7 @@ def test_bad_supersedes_is_refused_and_writes_nothing(brain: Brain) -> None:
     assert brain.memory.stats()["notes"] == before + 1
     assert "superseded_by" not in brain.memory.get(other)
     with pytest.raises(InvalidArgument, match="new_content, supersedes"):
-        brain.memory.update(mine)  # type: ignore[call-arg]
+        brain.memory.update(mine, None)
 
 
 # ------------------------------------------------------------------------------ tenancy
