@@ -186,10 +186,9 @@ def create_server(
         return _written(res, note=res.note, linked=res.linked, redacted=list(res.redacted))
 
     @tool(mcp, WRITE, out.UPDATED)
-    async def update_memory(zk_id: ZkId, new_content: Text | None = None,
-                            supersedes: Ids = None) -> dict[str, Any]:
-        """Correct a note (old text kept as history); supersedes confirms proposals."""
-        res = await call(lambda s: s.memory.update(zk_id, new_content, supersedes))
+    async def update_memory(zk_id: ZkId, new_content: Text) -> dict[str, Any]:
+        """Correct a note; its old text stays as history."""
+        res = await call(lambda s: s.memory.update(zk_id, new_content))
         return {"note": res.note, "redacted": list(res.redacted)}
 
     @tool(mcp, READ, out.SEARCH)
@@ -235,6 +234,9 @@ def create_server(
     async def forget_memory(zk_id: ZkId) -> dict[str, Any]:
         """Soft-delete a note; restore_note undoes it within the grace period."""
         p = await call(lambda s: s.memory.forget(zk_id))
+        if not p.get("forgotten"):  # it confirmed a proposed supersession (docs/time.md)
+            return {"zk_id": p["zk_id"], "forgotten": False, "forgotten_at": "",
+                    "superseded_by": p["superseded_by"]}
         return {"zk_id": p["zk_id"], "forgotten": True, "forgotten_at": p.get("forgotten_at")}
 
     @tool(mcp, PURE_READ, out.STATS)

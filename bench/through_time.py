@@ -82,21 +82,23 @@ PHRASINGS = [
     "{Subject}: {value}{unit}.",
 ]
 QUESTIONS = ["What is the {subject}?", "{subject}", "current {subject}"]
-# Other subjects phrased like the settings (a supersession of one is a false one).
+# Other subjects phrased like the settings, each stated once (a supersession of one is a
+# false one).
 LOOKALIKES = [
-    "The mailer retry limit is {n} attempts.", "The admin upload size limit is {n} MB.",
-    "The internal API rate limit is {n} requests per minute.",
-    "The search cache TTL is {n} seconds.", "The thumbnail worker pool size is {n} threads.",
-    "The analytics database connection pool size is {n} connections.",
-    "The audit log retention period is {n} days.", "The webhook request timeout is {n} ms.",
-    "The email queue name is {w}.", "The backup deployment region is {w}.",
-    "The rate limiter backend is {w}.", "The reporting database engine is {w}.",
+    "The mailer retry limit is 3 attempts.", "The admin upload size limit is 20 MB.",
+    "The internal API rate limit is 5000 requests per minute.",
+    "The search cache TTL is 45 seconds.", "The thumbnail worker pool size is 2 threads.",
+    "The analytics database connection pool size is 6 connections.",
+    "The audit log retention period is 365 days.", "The webhook request timeout is 250 ms.",
+    "The email queue name is outbox.", "The backup deployment region is eu-north-1.",
+    "The rate limiter backend is redis.", "The reporting database engine is clickhouse.",
+    "The mailer retry delay is 30 seconds.", "The search results page size is 25 items.",
+    "The admin session timeout is 15 minutes.", "The export file format is csv.",
 ]
 MODULES = ["billing", "search", "auth", "upload", "mailer", "scheduler", "reports", "admin"]
 VERBS = ["checks", "validates", "retries", "logs", "caches", "signs", "renders", "parses"]
 OBJECTS = ["invoices", "refunds", "tokens", "sessions", "thumbnails", "webhooks", "exports",
            "receipts", "payloads", "headers"]
-WORDS = ["alpha", "bravo", "delta", "kilo", "lima", "oscar", "sierra", "tango"]
 
 
 def _settings_py(settings: list[Setting]) -> str:
@@ -109,11 +111,12 @@ def _note(s: Setting, rng: random.Random) -> str:
     return text
 
 
-def _unrelated(rng: random.Random) -> str:
-    if rng.random() < 0.5:
-        return rng.choice(LOOKALIKES).format(n=rng.choice([2, 3, 6, 9, 20, 45, 75, 250]),
-                                             w=rng.choice(WORDS))
-    return f"The {rng.choice(MODULES)} module {rng.choice(VERBS)} {rng.choice(OBJECTS)}."
+def _unrelated_pool(rng: random.Random) -> list[str]:
+    """Every unrelated note, each written once: the lookalikes, then statements that differ
+    from each other in one word ("the billing module checks invoices" / "... refunds")."""
+    plain = [f"The {m} module {v} {o}." for m in MODULES for v in VERBS for o in OBJECTS]
+    rng.shuffle(plain)
+    return [*LOOKALIKES, *plain]
 
 
 def _brain(home: Path, root: Path) -> Any:
@@ -184,9 +187,12 @@ def run(scratch: Path | None = None, quick: bool = False, log: Any = print,
                             detected[v["confidence"]] += 1
                 written += 1
 
+            pool = _unrelated_pool(rng)
+            rng.shuffle(pool)
+
             def noise() -> None:
                 nonlocal written
-                text = _unrelated(rng)
+                text = pool.pop()
                 for name, b in brains.items():
                     zk = b.memory.add(text, "bench", detect=name == "detected").note["zk_id"]
                     unrelated_ids[name].add(zk)
@@ -231,13 +237,17 @@ def run(scratch: Path | None = None, quick: bool = False, log: Any = print,
                 out["queries"] = total
             det = brains["detected"]
             false = 0
+            examples: list[str] = []
             for pt_zk, subject in subject_of["detected"].items():
                 p = det.memory.get_payload(pt_zk, include_forgotten=True)
                 by = p.get("superseded_by")
                 if by and subject_of["detected"].get(by) != subject:
                     false += 1
+                    examples.append(f"{p['content']} -> "
+                                    f"{det.memory.get_payload(by)['content']}")
             out["false_supersessions"] = false
             out["false_supersession_share"] = round(false / written, 4)
+            out["false_examples"] = examples[:10]
             missed = sum(1 for s in changed_settings for z, _ in ids["detected"][s.fn][:-1]
                          if not det.memory.get_payload(z).get("superseded_by"))
             out["older_setting_notes"] = sum(len(ids["detected"][s.fn]) - 1

@@ -43,8 +43,14 @@ def pin(m: NoteCore, zk_id: str, pinned: bool) -> dict[str, Any]:
 
 
 def forget(m: NoteCore, zk_id: str) -> dict[str, Any]:
+    """Soft-delete a note; one a live note proposed to supersede is superseded by it instead
+    (returned with ``superseded_by`` and not forgotten; brain/memory/supersede.py)."""
     now, ts = m._now()
     with m._write_lock:
+        old = m.get_payload(zk_id, include_forgotten=True)
+        newer = supersede.settle(m, old) if old.get("proposed_by") else None
+        if newer is not None:
+            return m.get_payload(zk_id)
         p = set_state(m, zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
         supersede.release(m, p)  # what it superseded is believed again
     hype.drop(m.store, [p["zk_id"]])  # written again if it is restored

@@ -24,12 +24,17 @@ of both a name and a number reads as another subject's fact ("retry limit of the
 stands as a value (after "is", "=", "named", "to", "now" ...; "the billing module checks
 invoices" against "... checks refunds" is two facts). Confidence:
 
-- **applied**: similarity >= ``APPLY_SIMILARITY`` and subject overlap >= ``APPLY_OVERLAP``,
-  or a citation of the same code (path and symbol) with similarity >= the proposal floor;
+- **applied**: similarity >= ``APPLY_SIMILARITY`` and subject overlap >= ``APPLY_OVERLAP``;
+  or exactly one value changed on each side, with that overlap and similarity >=
+  ``SLOT_SIMILARITY`` (a changed value moves a short note's vector a lot: "the cache
+  backend is redis" / "... memcached" are 0.6 to 0.75 similar in MiniLM); or a citation of
+  the same code (path and symbol) with similarity >= ``PROPOSE_SIMILARITY``;
 - **proposed**: otherwise, when similarity >= ``PROPOSE_SIMILARITY`` and overlap >=
   ``PROPOSE_OVERLAP``. A proposal changes no search: the newer note records it in
-  ``proposed_supersedes``. ``update_memory(zk_id=newer, supersedes=[...])`` confirms the
-  ids it lists and drops every other proposal (``supersedes=[]`` rejects them all).
+  ``proposed_supersedes``, the older in ``proposed_by``. ``forget_memory`` of the older
+  note confirms it (:func:`settle`: superseded, not forgotten); ``update(newer, None,
+  supersedes=[...])`` confirms the ids it lists and drops every other proposal
+  (``supersedes=[]`` rejects them all); left alone, both notes stay current.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from brain.vector_store import Match
 APPLY_SIMILARITY = 0.80
 APPLY_OVERLAP = 0.6
 PROPOSE_SIMILARITY = 0.70
+SLOT_SIMILARITY = 0.55  # one value changed on a shared subject: a lower similarity will do
 PROPOSE_OVERLAP = 0.45
 MAX_CHANGED_TERMS = 4  # per side: more reads as another claim, not a changed value
 CANDIDATES = 5
@@ -98,17 +104,20 @@ _CUE = frozenset({"is", "are", "=", ":", "to", "now", "named", "called", "uses",
 
 def _stated(text: str, changed: set[str]) -> bool:
     """Whether a changed word or name stands where a value does: within three words after
-    "is", "=", "named", "to", "now" ... ("the queue is now named tasks")."""
-    words = [t.lower().rstrip(".,") for t in re.findall(r"[^\s`'\"()]+", text)]
-    for i, w in enumerate(words):
-        if w in changed and any(c in _CUE for c in words[max(0, i - 3):i]):
-            return True
-    return False
+    the last "is", "=", "named", "to", "now", "key:" ... of the text ("the queue is now
+    named tasks"; not "we set the login limit to 3", whose value is 3)."""
+    raw = re.findall(r"[^\s`'\"()]+", text)
+    words = [t.lower().strip(".,:=") for t in raw]
+    cues = [i for i, (w, r) in enumerate(zip(words, raw, strict=True))
+            if w in _CUE or r.endswith((":", "="))]
+    if not cues:
+        return False
+    return any(w in changed for w in words[cues[-1] + 1:cues[-1] + 4])
 
 
 def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdict | None:
     """Whether ``new`` supersedes ``old`` (see the module docstring), and how surely."""
-    if similarity < PROPOSE_SIMILARITY:
+    if similarity < SLOT_SIMILARITY:
         return None
     a, b = terms(new.get("content", "")), terms(old.get("content", ""))
     mine, theirs, shared = a - b, b - a, a & b
@@ -125,8 +134,12 @@ def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdic
     overlap = len(shared) / min(len(a), len(b))
     why = (f"similarity {similarity:.2f}, shared terms {overlap:.2f}, changed "
            f"{'/'.join(sorted(kinds))}: {', '.join(sorted(theirs))} -> {', '.join(sorted(mine))}")
-    if cited:
+    if cited and similarity >= PROPOSE_SIMILARITY:
         return Verdict(old["zk_id"], "applied", why + ", same cited code")
+    if len(mine) == len(theirs) == 1 and overlap >= APPLY_OVERLAP:
+        return Verdict(old["zk_id"], "applied", why + ", one value changed")
+    if similarity < PROPOSE_SIMILARITY:
+        return None
     if similarity >= APPLY_SIMILARITY and overlap >= APPLY_OVERLAP:
         return Verdict(old["zk_id"], "applied", why)
     if overlap >= PROPOSE_OVERLAP:
@@ -227,6 +240,34 @@ def reapply(m: NoteCore, newer: dict[str, Any]) -> list[str]:
                                                    newer.get("supersedes", [])])
             if not pt.payload.get("superseded_by") and not pt.payload.get("forgotten")]
     return apply(m, newer, olds) if olds else []
+
+
+def propose(m: NoteCore, new: dict[str, Any], ids: Sequence[str]) -> None:
+    """Record on each older note that ``new`` proposes to supersede it (``proposed_by``), so
+    forgetting it confirms the proposal (:func:`settle`)."""
+    for pt in m.store.retrieve([point_id(z) for z in ids]):
+        by = list(dict.fromkeys([*pt.payload.get("proposed_by", []), new["zk_id"]]))
+        m.store.set_payload([pt.id], {"proposed_by": by})
+
+
+def settle(m: NoteCore, old: dict[str, Any]) -> str | None:
+    """``forget_memory`` of a note a live note proposed to supersede: it is superseded by
+    that note instead (kept as its history; forgetting it again forgets it). Returns the
+    newer id, or None when no live proposal names it."""
+    if old.get("superseded_by") or old.get("forgotten"):
+        return None
+    for pt in m.store.retrieve([point_id(z) for z in old.get("proposed_by", [])]):
+        new = pt.payload
+        if (new.get("kind") != "note" or new.get("forgotten") or not m.visible(new)
+                or old["zk_id"] not in new.get("proposed_supersedes", [])):
+            continue
+        check_pair(new, old)
+        apply(m, new, [old])
+        left = [z for z in new["proposed_supersedes"] if z != old["zk_id"]]
+        m.store.set_payload([pt.id], {"proposed_supersedes": left})
+        m.store.set_payload([point_id(old["zk_id"])], {"proposed_by": []})
+        return str(new["zk_id"])
+    return None
 
 
 def history(m: NoteCore, payload: dict[str, Any]) -> list[dict[str, Any]]:

@@ -185,6 +185,8 @@ def add(
         m.graph.upsert_node(zk_id)
         _sync_graph(m, zk_id, payload)
         detected = [v for v in verdicts if v.confidence == "applied"]
+        if payload.get("proposed_supersedes"):
+            supersede.propose(m, payload, payload["proposed_supersedes"])
         if olds or detected:
             found = {pt.payload["zk_id"]: pt.payload for pt in
                      m.store.retrieve([point_id(v.zk_id) for v in detected])}

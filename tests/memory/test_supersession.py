@@ -181,6 +181,7 @@ def test_a_weak_detection_is_a_proposal_until_confirmed(real_brain: Brain,
     old = b.memory.add("The session cache TTL is 60 seconds.", "shop").note["zk_id"]
     # make this pair weak evidence: only the proposal band holds
     monkeypatch.setattr(supersede, "APPLY_SIMILARITY", 1.01)
+    monkeypatch.setattr(supersede, "APPLY_OVERLAP", 1.01)
     res = b.memory.add("The session cache TTL is 300 seconds.", "shop")
     new = res.note["zk_id"]
     assert res.supersession is not None and res.supersession["superseded"] == []
@@ -188,10 +189,30 @@ def test_a_weak_detection_is_a_proposal_until_confirmed(real_brain: Brain,
                                                "zk_id": old, "confidence": "proposed"}
     assert b.memory.get(new)["proposed_supersedes"] == [old]
     assert old in _search(b, "session cache TTL")  # a proposal hides nothing
-    b.memory.update(new, None, supersedes=[old])  # confirm
+    # the agent forgets the older note: that confirms the proposal, the note is history
+    out = b.memory.forget(old)
+    assert out["superseded_by"] == new and not out.get("forgotten")
     assert old not in _search(b, "session cache TTL")
     note = b.memory.get(new)
     assert "proposed_supersedes" not in note and [h["zk_id"] for h in note["history"]] == [old]
+    # forgetting it again forgets it
+    assert b.memory.forget(old)["forgotten"] is True
+    assert "history" not in b.memory.get(new)
+
+
+def test_the_service_confirms_a_proposal_by_id(real_brain: Brain,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from brain.memory import supersede
+
+    b = real_brain
+    old = b.memory.add("The upload size limit is 10 MB.", "shop").note["zk_id"]
+    monkeypatch.setattr(supersede, "APPLY_SIMILARITY", 1.01)
+    monkeypatch.setattr(supersede, "APPLY_OVERLAP", 1.01)
+    new = b.memory.add("The upload size limit is 50 MB.", "shop").note["zk_id"]
+    assert b.memory.get(new)["proposed_supersedes"] == [old]
+    b.memory.update(new, None, supersedes=[old])
+    assert old not in _search(b, "upload size limit")
+    assert "proposed_supersedes" not in b.memory.get(new)
 
 
 def test_rejecting_a_proposal_keeps_both(real_brain: Brain,
@@ -201,6 +222,7 @@ def test_rejecting_a_proposal_keeps_both(real_brain: Brain,
     b = real_brain
     old = b.memory.add("The worker pool has 4 threads.", "shop").note["zk_id"]
     monkeypatch.setattr(supersede, "APPLY_SIMILARITY", 1.01)
+    monkeypatch.setattr(supersede, "APPLY_OVERLAP", 1.01)
     new = b.memory.add("The worker pool has 16 threads.", "shop").note["zk_id"]
     assert b.memory.get(new)["proposed_supersedes"] == [old]
     b.memory.update(new, None, supersedes=[])
