@@ -62,12 +62,14 @@ MAX_HISTORY = 20
 Confidence = Literal["applied", "proposed"]
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*[a-z%]*|[a-z_][a-z0-9_.\-/]*[a-z0-9_]|[a-z]", re.I)
-_STOP = frozenset("""
-a an the is are was were be been being now no longer new old instead of to from for in on at
-by with and or but not it its this that these those as we our us use used uses using set
-changed change changes raised lowered moved renamed since than then there here so also
-which what when where who will would should can could may might must has have had do does
-""".split())
+_STOP_WORDS = (
+    "a an the is are was were be been being now no longer new old instead of to from "
+    "for in on at by with and or but not it its this that these those as we our us "
+    "use used uses using set changed change changes raised lowered moved renamed "
+    "since than then there here so also which what when where who will would should "
+    "can could may might must has have had do does "
+)
+_STOP = frozenset(_STOP_WORDS.split())
 
 
 def _kind(token: str) -> str:
@@ -193,7 +195,7 @@ def targets(m: NoteCore, new: dict[str, Any], ids: Iterable[str] | None) -> list
     ids = list(ids or ())
     if len(ids) > MAX_ITEMS:
         raise InvalidArgument(f"supersedes takes at most {MAX_ITEMS} ids", field="supersedes")
-    out = []
+    out: list[dict[str, Any]] = []
     for z in ids:
         old = m.get_payload(z)
         check_pair(new, old)
