@@ -188,7 +188,7 @@ def create_server(
     @tool(mcp, WRITE, out.UPDATED)
     async def update_memory(zk_id: ZkId, new_content: Text) -> dict[str, Any]:
         """Correct a note; its old text stays as history."""
-        res = await call(lambda s: s.memory.update(zk_id, new_content))
+        res = await call(lambda s: s.memory.update(zk_id, new_content, keep_history=True))
         return {"note": res.note, "redacted": list(res.redacted)}
 
     @tool(mcp, READ, out.SEARCH)

@@ -20,9 +20,10 @@ compared as sets of terms: the shared terms are the subject, the terms only one 
 its values. A claim changed when both sides have values of their own, few of them, on a
 shared subject; and only one kind of value changed (numbers, or names, or words): a change
 of both a name and a number reads as another subject's fact ("retry limit of the mailer is
-3" against "... of the indexer is 5"), and a changed word or name counts only where it
-stands as a value (after "is", "=", "named", "to", "now" ...; "the billing module checks
-invoices" against "... checks refunds" is two facts). Confidence:
+3" against "... of the indexer is 5"), and a changed term counts only where it stands as a
+value, after the text's last "is", "=", "named", "to", "now", "key:" ... ("the billing
+module checks invoices" against "... checks refunds" is two facts, and so are "step 2 of
+the build" and "step 3 of the build"). Confidence:
 
 - **applied**: similarity >= ``APPLY_SIMILARITY`` and subject overlap >= ``APPLY_OVERLAP``;
   or exactly one value changed on each side, with that overlap and similarity >=
@@ -129,8 +130,8 @@ def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdic
         return None
     kinds = {_kind(t) for t in mine | theirs}
     cited = bool(_cite_keys(new) & _cite_keys(old))
-    if not cited and kinds != {"number"} and not _stated(new.get("content", ""), mine):
-        return None  # a changed word or name that is no setting's value: another subject
+    if not cited and not _stated(new.get("content", ""), mine):
+        return None  # a changed term that is no setting's value: another subject ("note 2")
     if len(kinds) > 1 and not cited and kinds != {"word"}:
         return None  # a name and a number changed: another subject's fact
     overlap = len(shared) / min(len(a), len(b))

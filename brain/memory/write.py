@@ -277,10 +277,11 @@ def link(m: NoteCore, src: str, dst: str, relation: str = "related") -> None:
 
 
 def update(m: NoteCore, zk_id: str, new_content: str | None,
-           supersedes: Sequence[str] | None = None) -> WriteResult:
-    """Correct a note: its earlier text is kept as a version note it supersedes (its
-    ``history``). ``supersedes`` (confirms a proposal, and settles the rest): the notes it
-    replaces; ``new_content`` None: only that."""
+           supersedes: Sequence[str] | None = None, keep_history: bool = False) -> WriteResult:
+    """Correct a note. ``keep_history`` (update_memory): its earlier text is kept as a
+    version note it supersedes (its ``history``); the brain's own rewrites (a repeated
+    failure's merged text, a refined handoff) keep none. ``supersedes`` (confirms a proposal,
+    and settles the rest): the notes it replaces; ``new_content`` None: only that."""
     if new_content is None:
         if supersedes is None:
             raise InvalidArgument("give new_content, supersedes, or both", field="new_content")
@@ -289,14 +290,12 @@ def update(m: NoteCore, zk_id: str, new_content: str | None,
     with m._write_lock:
         old = m.get_payload(zk_id)
         olds = supersede.targets(m, old, supersedes)
-        if content == old.get("content"):
-            result = WriteResult(m.public(old), redacted)
-            if supersedes is not None:
-                result.note = m.public(supersede.confirm(m, zk_id, supersedes))
-            return result
+        if content == old.get("content") and supersedes is not None:
+            return WriteResult(m.public(supersede.confirm(m, zk_id, supersedes)), redacted)
         enr = enrich(content, old.get("note_kind", "general"), old.get("project", ""))
         now, ts = m._now()
-        version = _keep_version(m, old, now, ts)
+        changed = content != old.get("content")
+        version = [_keep_version(m, old, now, ts)] if keep_history and changed else []
         payload = {
             **old,
             "content": content,
@@ -306,16 +305,17 @@ def update(m: NoteCore, zk_id: str, new_content: str | None,
             "tags": merge_tags([t for t in old.get("tags", []) if t not in old.get("keywords", [])], enr.tags),
             "updated": now,
             "updated_ts": ts,
-            "valid_from": now,
-            "valid_from_ts": ts,
             "enriched_by": "heuristic",
             "embed_model": m.meta.model,
         }
+        if version:  # its current text is believed from now on (an as_of search)
+            payload.update(valid_from=now, valid_from_ts=ts)
         if m.citer is not None:  # the caller has read the code again: anchor to it now
             m.citer.reanchor(payload)
         dense, sparse = m._vectors(payload)
         m.store.upsert([Point(point_id(payload["zk_id"]), payload, dense, sparse)])
-        supersede.apply(m, payload, [version, *olds])
+        if version or olds:
+            supersede.apply(m, payload, [*version, *olds])
         if supersedes is not None and payload.get("proposed_supersedes"):
             payload["proposed_supersedes"] = []
             m.store.set_payload([point_id(payload["zk_id"])], {"proposed_supersedes": []})

@@ -58,7 +58,7 @@ def test_forgetting_the_newer_note_brings_the_older_back_and_restore_supersedes_
 def test_update_keeps_the_earlier_text_as_a_version_in_history(brain: Brain) -> None:
     zk = brain.memory.add("deploys run from the release branch", "shop").note["zk_id"]
     brain.clock.advance(days=1)
-    brain.memory.update(zk, "deploys run from the main branch with a tag")
+    brain.memory.update(zk, "deploys run from the main branch with a tag", keep_history=True)
     note = brain.memory.get(zk)
     assert note["content"] == "deploys run from the main branch with a tag"
     [past] = note["history"]
@@ -68,7 +68,7 @@ def test_update_keeps_the_earlier_text_as_a_version_in_history(brain: Brain) -> 
     assert _search(brain, "deploys release branch") == [zk]  # the version is history only
     # a second update keeps both earlier texts, newest first
     brain.clock.advance(days=1)
-    brain.memory.update(zk, "deploys run from main on every merge")
+    brain.memory.update(zk, "deploys run from main on every merge", keep_history=True)
     texts = [h["content"] for h in brain.memory.get(zk)["history"]]
     assert texts == ["deploys run from the main branch with a tag",
                      "deploys run from the release branch"]
@@ -220,10 +220,10 @@ def test_rejecting_a_proposal_keeps_both(real_brain: Brain,
     from brain.memory import supersede
 
     b = real_brain
-    old = b.memory.add("The worker pool has 4 threads.", "shop").note["zk_id"]
+    old = b.memory.add("The worker pool size is 4 threads.", "shop").note["zk_id"]
     monkeypatch.setattr(supersede, "APPLY_SIMILARITY", 1.01)
     monkeypatch.setattr(supersede, "APPLY_OVERLAP", 1.01)
-    new = b.memory.add("The worker pool has 16 threads.", "shop").note["zk_id"]
+    new = b.memory.add("The worker pool size is 16 threads.", "shop").note["zk_id"]
     assert b.memory.get(new)["proposed_supersedes"] == [old]
     b.memory.update(new, None, supersedes=[])
     assert "proposed_supersedes" not in b.memory.get(new)
@@ -253,7 +253,7 @@ def test_as_of_before_an_update_shows_the_earlier_text(brain: Brain) -> None:
     brain.clock.advance(days=2)
     t = brain.clock.now().isoformat()
     brain.clock.advance(days=2)
-    brain.memory.update(zk, "uploads are scanned by clamav and yara")
+    brain.memory.update(zk, "uploads are scanned by clamav and yara", keep_history=True)
     then = brain.memory.search("uploads scanned", 10, RecallFilter(project="shop", as_of=t))
     assert [h["content"] for h in then] == ["uploads are scanned by clamav"]
     now = brain.memory.search("uploads scanned", 10, RecallFilter(project="shop"))
