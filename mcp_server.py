@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brain import heap  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError  # noqa: E402
+from brain.memory import WriteResult  # noqa: E402
 from brain.notes import NewMemoryType, Visibility  # noqa: E402
 from brain.process.logs import setup_logging  # noqa: E402
 from brain.search import rerank  # noqa: E402
@@ -254,7 +255,7 @@ def create_server(
 TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models, citations)
 
 
-def _written(res: Any, **out: Any) -> dict[str, Any]:
+def _written(res: WriteResult, **out: object) -> dict[str, Any]:
     """add_memory's answer, with what it superseded or proposes to (only when it did)."""
     return {**out, "supersession": res.supersession} if res.supersession else out
 

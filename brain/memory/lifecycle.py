@@ -14,7 +14,7 @@ from brain.memory import hype, supersede
 from brain.memory.core import NoteCore
 from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id
 from brain.trust import tenancy
-from brain.vector_store import Filter, Match
+from brain.vector_store import Filter, Match, Range
 
 # The fields the salience filter key is computed from (brain/memory/salience.py).
 _SALIENCE_INPUTS = frozenset({"salience", "salience_ts", "pinned", "created_ts",
@@ -92,11 +92,15 @@ def stats(m: NoteCore) -> dict[str, Any]:
     CLI, outside any call, counts every note."""
     scope = m._tenancy() if tenancy.in_call() else ()
     mine = Filter(must=(Match("kind", "note"), *scope))
+    # A superseded note (an earlier version included) is history, counted apart.
+    old = Range("valid_to_ts", gt=0)
     by_type = {t: m.store.count(Filter(must=(*mine.must, Match("memory_type", t)),
-                                       must_not=(Match("forgotten", True),)))
+                                       must_not=(Match("forgotten", True), old)))
                for t in MEMORY_TYPES}
+    superseded = m.store.count(Filter(must=(*mine.must, old),
+                                      must_not=(Match("forgotten", True),)))
     live = Filter(must=mine.must, must_not=(Match("forgotten", True),
-                                            Match("memory_type", "archived")))
+                                            Match("memory_type", "archived"), old))
     by_kind = {k: m.store.count(live.and_(Match("note_kind", k))) for k in NOTE_KINDS}
     forgotten = m.store.count(Filter(must=(*mine.must, Match("forgotten", True))))
     return {
@@ -104,5 +108,6 @@ def stats(m: NoteCore) -> dict[str, Any]:
         "by_memory_type": by_type,
         "by_note_kind": {k: v for k, v in by_kind.items() if v},
         "forgotten_pending": forgotten,
+        **({"superseded": superseded} if superseded else {}),
         "graph": m.graph.stats(),
     }

@@ -291,3 +291,27 @@ async def test_the_tools_supersede_confirm_and_search_as_of(brain: Brain, client
         await client.call_tool("search_memory", {"query": "q", "filters": {"as_of": "soon"}})
     upd = await call("update_memory", zk_id=new, new_content="the queue is named work")
     assert upd["note"]["content"] == "the queue is named work"
+
+
+# ------------------------------------------------------------------------------ the explorer
+def test_the_note_page_shows_the_history_and_the_superseded_badge(brain: Brain) -> None:
+    from types import SimpleNamespace
+
+    from starlette.testclient import TestClient
+
+    from webui.auth import Logins
+    from webui.site import create_app
+
+    old = brain.memory.add("the image format is png", "shop").note["zk_id"]
+    new = brain.memory.add("the image format is webp", "shop", supersedes=[old]).note["zk_id"]
+    assert brain.memory.stats()["superseded"] == 1
+    logins = Logins(brain.home, Identity(brain.settings.identity.user_id,
+                                         brain.settings.identity.agent_id))
+    c = TestClient(create_app(SimpleNamespace(brain=brain), logins),
+                   base_url="http://127.0.0.1:8766")
+    assert c.get(f"/login?token={logins.issue_link()}", follow_redirects=False).status_code == 303
+    page = c.get(f"/note/{new}").text
+    assert 'id="note-history"' in page and "the image format is png" in page
+    assert f'href="/note/{old}"' in page
+    older = c.get(f"/note/{old}").text
+    assert 'id="superseded"' in older and f'href="/note/{new}"' in older
