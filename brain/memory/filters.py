@@ -73,7 +73,7 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
             must.append(salience_condition(m, floor))
     if rf.confidence_min is not None:  # applied after retrieval; checked here, before
         check_number(rf.confidence_min, "confidence_min", lo=-1, hi=1)
-    as_of = as_of_conditions(m, rf.as_of)
+    as_of = as_of_conditions(m, rf.as_of, project or m.cfg.default_project)
     if as_of is not None:
         must.extend(as_of[0])
         must_not.extend(as_of[1])
@@ -95,17 +95,21 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
     return unkeyed if as_of is not None else unkeyed.but_not(Range("valid_to_ts", gt=0))
 
 
-def as_of_conditions(m: NoteCore, as_of: str | None) -> tuple[list[Any], list[Any]] | None:
-    """(must, must_not) of the notes believed at ``as_of``: written by then (``valid_from_ts``
-    for the current text of an updated note), and not superseded by then. None: no as_of."""
+def as_of_conditions(m: NoteCore, as_of: str | None,
+                     project: str = "") -> tuple[list[Any], list[Any]] | None:
+    """(must, must_not) of the notes believed at ``as_of`` (an ISO date or date-time, or a
+    commit of one of ``project``'s git sources: its commit time): written by then
+    (``valid_from_ts`` for the current text of an updated note), and not superseded by
+    then. None: no as_of."""
     if as_of is None:
         return None
     when = parse_iso(as_of.strip()) if isinstance(as_of, str) and len(as_of) <= 64 else None
-    if when is None:
-        raise InvalidArgument(f"as_of={str(as_of)[:64]!r} is not a date: give an ISO date or "
-                              "date-time such as 2026-03-01 or 2026-03-01T12:00:00Z",
+    ts = when.timestamp() if when is not None else _commit_time(m, as_of, project)
+    if ts is None:
+        raise InvalidArgument(f"as_of={str(as_of)[:64]!r} is neither a date nor a commit of "
+                              f"{project!r}'s sources: give an ISO date or date-time such as "
+                              "2026-03-01 or 2026-03-01T12:00:00Z, or a commit id",
                               field="as_of")
-    ts = when.timestamp()
     if ts > m.clock.now().timestamp():
         raise InvalidArgument("as_of is in the future: the brain believes nothing yet "
                               "there; leave it out for what it believes now", field="as_of")
@@ -123,6 +127,17 @@ def _unkeyed(m: NoteCore, rf: RecallFilter, types: tuple[str, ...], contextual: 
     must.extend(tenancy.conditions(m.identity, siblings=rf.include_siblings))
     must_not = () if contextual else (MatchAny("note_kind", CONTEXTUAL_KINDS),)
     return Filter(must=NOTE_FILTER.must + tuple(must), must_not=NOTE_FILTER.must_not + must_not)
+
+
+def _commit_time(m: NoteCore, ref: str, project: str) -> float | None:
+    commit_time = getattr(m.citer, "commit_time", None)  # the citations' git, when on
+    if commit_time is None or not isinstance(ref, str) or len(ref) > 64:
+        return None
+    try:
+        t = commit_time(ref, project)
+    except InvalidArgument:  # not a ref's shape
+        return None
+    return float(t) if t is not None else None
 
 
 def salience_condition(m: NoteCore, floor: float) -> Filter:

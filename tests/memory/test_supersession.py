@@ -260,8 +260,35 @@ def test_as_of_before_an_update_shows_the_earlier_text(brain: Brain) -> None:
     assert [h["content"] for h in now] == ["uploads are scanned by clamav and yara"]
 
 
+def test_as_of_a_commit_of_the_projects_repository(brain: Brain, tmp_path: Any) -> None:
+    import os
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("LIMIT = 10\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x", "HOME": str(tmp_path),
+           "GIT_AUTHOR_DATE": "2026-01-05T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-05T00:00:00Z"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "first"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env, capture_output=True)
+    sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, env=env,
+                         capture_output=True, text=True).stdout.strip()
+    src = brain.sources.add(str(repo), name="repo", project="shop", sync=False)
+    brain.sources.sync(src["source"]["id"], wait=True, timeout=60)
+    old = brain.memory.add("the export limit is 10 rows", "shop").note["zk_id"]  # Jan 1
+    brain.clock.advance(days=10)
+    new = brain.memory.add("the export limit is 500 rows", "shop",
+                           supersedes=[old]).note["zk_id"]
+    assert _search(brain, "export limit", as_of=sha) == [old]  # committed on Jan 5
+    assert _search(brain, "export limit", as_of=sha[:8]) == [old]
+    assert _search(brain, "export limit") == [new]
+    with pytest.raises(InvalidArgument, match="neither a date nor a commit"):
+        _search(brain, "export limit", as_of="0" * 40)
+
+
 def test_a_bad_as_of_is_refused(brain: Brain) -> None:
-    with pytest.raises(InvalidArgument, match="ISO date"):
+    with pytest.raises(InvalidArgument, match="neither a date nor a commit"):
         brain.memory.search("x", 5, RecallFilter(as_of="last tuesday"))
     with pytest.raises(InvalidArgument, match="future"):
         brain.memory.search("x", 5, RecallFilter(as_of="2999-01-01"))
