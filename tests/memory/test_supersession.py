@@ -320,6 +320,14 @@ async def test_the_tools_supersede_confirm_and_search_as_of(brain: Brain, client
     assert upd["note"]["content"] == "the queue is named work"
 
 
+def test_the_session_context_lists_only_the_current_decision(brain: Brain) -> None:
+    old = brain.memory.add("we deploy with helm charts", "shop", note_kind="decision")
+    new = brain.memory.add("we deploy with kustomize overlays", "shop", note_kind="decision",
+                           supersedes=[old.note["zk_id"]])
+    shown = [r["zk_id"] for r in brain.sessions.get_session_context("shop")["recent_decisions"]]
+    assert shown == [new.note["zk_id"]]
+
+
 # ------------------------------------------------------------------------------ the explorer
 def test_the_note_page_shows_the_history_and_the_superseded_badge(brain: Brain) -> None:
     from types import SimpleNamespace
