@@ -40,6 +40,21 @@ def test_add_with_supersedes_hides_the_older_note_and_keeps_it_as_history(brain:
     assert history[0]["content"] == "session cache TTL is 60 s" and not history[0]["version"]
 
 
+def test_both_filter_paths_leave_a_superseded_note_out(brain: Brain) -> None:
+    from brain.store import recall_key
+
+    old = brain.memory.add("the retention window is 7 days", "shop").note["zk_id"]
+    new = brain.memory.add("the retention window is 30 days", "shop",
+                           supersedes=[old]).note["zk_id"]
+    assert recall_key.complete(brain.meta.data)  # the default search asks the key
+    key = brain.memory.get_payload(old)[recall_key.FIELD]
+    assert key and all('"old"]' in k for k in key)
+    # the full conditions (a store not keyed yet, or a search across models)
+    assert _search(brain, "retention window", fingerprint_match=False) == [new]
+    assert set(_search(brain, "retention window", fingerprint_match=False,
+                       as_of=brain.clock.now().isoformat())) == {new}
+
+
 def test_forgetting_the_newer_note_brings_the_older_back_and_restore_supersedes_again(
         brain: Brain) -> None:
     old = brain.memory.add("the worker pool has 4 threads", "shop").note["zk_id"]
