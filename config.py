@@ -9,15 +9,19 @@ This module imports nothing from ``brain/``; ``brain/app.py`` is the only reader
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import tomllib
+import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
@@ -501,11 +505,57 @@ class StorageSettings(_Section):
 
 
 class PathsSettings(_Section):
-    allowed_roots: list[str] = Field(
-        [],
-        description="Folders whose files callers may add as sources or upload (JSON list in "
-        'the environment, e.g. ["/srv/code"]); empty = the user\'s home over stdio and the '
-        "CLI, nothing over HTTP. /, /proc, /sys, /dev and the data dir are always refused",
+    allowed_roots: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="Folders whose files callers may add as sources or upload: a path, an "
+        "OS path list (/srv/code:/data) or a JSON list. Recorded in the data dir, so every "
+        "process on it agrees; unset = the recorded roots, else the user's home over stdio "
+        "and the CLI, nothing over HTTP. /, /proc, /sys, /dev and the data dir are always "
+        "refused",
+    )
+
+    @field_validator("allowed_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return split_roots(value)
+        if isinstance(value, list):
+            _absolute([str(v).strip() for v in value])
+        return value
+
+
+def split_roots(text: str) -> list[str]:
+    """A JSON list, or one path, or paths joined by os.pathsep; every one absolute."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON list of paths ({exc.msg}); write e.g. "
+                             f'["/srv/code"], or a plain path list /srv/code{os.pathsep}/data'
+                             ) from None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError('a JSON list of path strings, e.g. ["/srv/code"]')
+        parts = [v.strip() for v in value]
+    else:
+        parts = [p.strip() for p in text.split(os.pathsep)] if text else []
+    return _absolute([p for p in parts if p])
+
+
+def _absolute(parts: list[str]) -> list[str]:
+    for part in parts:
+        if part and not os.path.isabs(os.path.expanduser(part)):
+            raise ValueError(f"{part!r} is not an absolute path; give absolute folders, "
+                             f"one path or several joined by {os.pathsep!r}")
+    return parts
+
+
+class SourcesSettings(_Section):
+    workspace: Literal["auto", "off"] = Field(
+        "auto",
+        description="auto: the folder a stdio client names as its workspace (MCP roots, "
+        "else the git work tree the server started in) becomes a source of its project on "
+        "the first tool call, within the allowed roots; off: sources are only added by hand",
     )
 
 
@@ -583,16 +633,24 @@ class _TomlSource(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        home = Path(os.environ.get(f"{ENV_PREFIX}HOME", DEFAULT_HOME)).expanduser()
         merged: dict[str, Any] = {}
-        for path in (home / "brain.toml", Path.cwd() / "brain.toml"):
-            if path.is_file():
-                try:
-                    data = tomllib.loads(path.read_text(encoding="utf-8"))
-                except tomllib.TOMLDecodeError as exc:
-                    raise ValueError(f"{path} is not valid TOML: {exc}") from exc
-                _deep_update(merged, data)
+        for _, data in _toml_files():
+            _deep_update(merged, data)
         return merged
+
+
+def _toml_files() -> list[tuple[Path, dict[str, Any]]]:
+    """``brain.toml`` in the data dir, then in the working directory (later wins), parsed."""
+    home = Path(os.environ.get(f"{ENV_PREFIX}HOME", DEFAULT_HOME)).expanduser()
+    out = []
+    for path in (home / "brain.toml", Path.cwd() / "brain.toml"):
+        if path.is_file():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"{path} is not valid TOML: {exc}") from exc
+            out.append((path.resolve(), data))
+    return out
 
 
 def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
@@ -640,6 +698,7 @@ class Settings(BaseSettings):
     sync: SyncSettings = Field(default_factory=SyncSettings)
     fs: FsSettings = Field(default_factory=FsSettings)
     paths: PathsSettings = Field(default_factory=PathsSettings)
+    sources: SourcesSettings = Field(default_factory=SourcesSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
@@ -718,11 +777,121 @@ def current_secret(path: str) -> str:
 
 
 class ConfigInvalid(ValueError):
-    """Raised by :func:`load_settings`; the message names each bad field and the fix."""
+    """Raised by :func:`load_settings`; the message names each bad field and the fix.
+
+    ``str()`` is ``[CONFIG_INVALID] message``, the code of ``brain.errors.ConfigError`` (this
+    module imports nothing from ``brain/``), so every door that prints it shows the code."""
+
+    code = "CONFIG_INVALID"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+
+def _choices(model: Any) -> list[str]:
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(model.model_fields)
+    return []
+
+
+def _unknown_at(path: list[str]) -> tuple[int, list[str]] | None:
+    """Where ``path`` (``["memory", "max_content_chars"]``) leaves the settings: the index of
+    the first name no section or field has, with the names it could have been; None when
+    every name exists. A dict section (``workers``, ``endpoints``) takes any key, then its
+    model's fields; a field that is not a section takes its value whole."""
+    model: Any = Settings
+    i = 0
+    while i < len(path):
+        names = _choices(model)
+        if not names:
+            return None
+        field = model.model_fields.get(path[i])
+        if field is None:
+            return i, names
+        ann = field.annotation
+        i += 1
+        if typing.get_origin(ann) is dict:
+            ann = typing.get_args(ann)[1]
+            i += 1  # the dict's key: any name
+        model = ann
+    return None
+
+
+def _did_you_mean(name: str, names: list[str], shown: typing.Callable[[str], str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {shown(close[0])}?"
+    more = ", ..." if len(names) > 12 else ""
+    return "the names there are " + ", ".join(names[:12]) + more + "."
+
+
+def _env_problem(name: str, origin: str) -> str | None:
+    """A ``BRAIN__...`` variable no setting has, said with its origin and the likely one."""
+    parts = name[len(ENV_PREFIX):].lower().split("__")
+    found = _unknown_at(parts)
+    if found is None:
+        return None
+    i, names = found
+    what = "section" if i == 0 and len(parts) > 1 else "setting"
+
+    def shown(candidate: str) -> str:
+        return ENV_PREFIX + "__".join(p.upper() for p in [*parts[:i], candidate, *parts[i + 1:]])
+
+    return (f"unknown {what} {parts[i].upper()} in {name} ({origin}): "
+            f"{_did_you_mean(parts[i], names, shown)}")
+
+
+def _toml_problems(path: Path, data: dict[str, Any], prefix: list[str]) -> list[str]:
+    out: list[str] = []
+    for key, value in data.items():
+        keys = [*prefix, str(key).lower()]
+        found = _unknown_at(keys)
+        if found is not None:
+            i, names = found
+            where = "[" + ".".join(keys[:i]) + "]" if i else "the top level"
+            if i == 0 and isinstance(value, dict):
+                what, hint = f"section [{keys[0]}]", _did_you_mean(keys[0], names,
+                                                                    lambda n: f"[{n}]")
+            else:
+                what = f"setting {keys[i]!r} in {where}"
+                hint = _did_you_mean(keys[i], names, repr)
+            out.append(f"unknown {what} of {path}: {hint}")
+        elif isinstance(value, dict):
+            out.extend(_toml_problems(path, value, keys))
+    return out
+
+
+def unknown_settings() -> list[str]:
+    """Every name the environment, ``.env`` and ``brain.toml`` give that no setting has, one
+    message each naming where it came from and the setting it likely meant. A misspelled
+    section or variable would otherwise be ignored without a word."""
+    problems: list[str] = []
+    for name in sorted(os.environ):
+        if name.upper().startswith(ENV_PREFIX):
+            problems.append(_env_problem(name.upper(), "environment") or "")
+    dotenv = Path(".env")
+    for name in _read_dotenv(dotenv):
+        if name.upper().startswith(ENV_PREFIX):
+            problems.append(_env_problem(name.upper(), f"{dotenv.resolve()}") or "")
+    for path, data in _toml_files():
+        problems.extend(_toml_problems(path, data, []))
+    return [p for p in problems if p]
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build Settings, turning validation errors into one message naming field and fix."""
+    """Build Settings, turning validation errors into one message naming field and fix.
+    A name no setting has (``[memroy]``, ``BRAIN__MEMROY__X``) is refused first."""
+    try:
+        unknown = unknown_settings()
+    except ValueError as exc:  # a brain.toml that is not TOML
+        raise ConfigInvalid(f"invalid configuration: {exc}") from None
+    if unknown:
+        raise ConfigInvalid("; ".join(unknown) + " Rename or remove it (every setting: "
+                            "docs/configuration.md); nothing was changed.")
     try:
         return Settings(**overrides)
     except ValidationError as exc:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from brain import heap  # noqa: E402
 from brain.app import Brain  # noqa: E402
-from brain.errors import BrainError  # noqa: E402
+from brain.errors import BrainError, disk_full, is_no_space  # noqa: E402
 from brain.memory import WriteResult  # noqa: E402
 from brain.notes import NewMemoryType, Visibility  # noqa: E402
 from brain.process.logs import setup_logging  # noqa: E402
@@ -58,6 +58,7 @@ from mcp_surface.args import (  # noqa: E402
     ZkId,
 )
 from mcp_surface.calls import Services  # noqa: E402
+from mcp_surface.idempotency import IdempotentCalls  # noqa: E402
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, WRITE, tool  # noqa: E402
 from mcp_surface.profiles import Profile, ProfileGate  # noqa: E402
 from mcp_surface.recall import (  # noqa: E402
@@ -138,6 +139,13 @@ def create_server(
     mcp.add_middleware(ProfileGate(profile))  # before forwarding: the owner gets the new shape
     if http:
         mcp.add_middleware(routing.TokenIdentity())
+        mcp.add_middleware(IdempotentCalls())  # after the caller is known, before forwarding
+    if not http and shared_state is None:  # the client's workspace as a source, on first use
+        from mcp_surface.workspace import Workspace, start_dir
+
+        conf = settings or (brain.settings if brain is not None else None)
+        mcp.add_middleware(Workspace(conf.sources.workspace if conf else "off",
+                                     start_dir() if brain is None else None))
     if brain is None and shared_state is None:
         from webui import host as webui_host
 
@@ -162,6 +170,12 @@ def create_server(
                 return await anyio.to_thread.run_sync(functools.partial(_gated, fn, b))
         except BrainError as exc:
             raise CodedToolError.of(exc) from exc
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            # Every ENOSPC a tool meets, whichever path, is DISK_FULL with the figures.
+            raise CodedToolError.of(disk_full("finish this call",
+                                              str(exc.filename or b.home))) from exc
         finally:
             heap.touch()  # the store's mapped pages are given back once calls stop
 

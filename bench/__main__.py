@@ -110,8 +110,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "surface: the tool list's size per profile and AGENTS.md's, in seconds; "
         "health: integrity scan time at 100k notes; citations: stale-flag precision/recall "
         "over a replayed git history and the re-check cost at 10k notes; through_time: the "
-        "valid fact on top as settings change over commits, false supersessions; hype: HyPE "
-        "plumbing "
+        "valid fact on top as settings change over commits, false supersessions; "
+        "through_time_branches: branch-only notes leaking to other branches, promotions on "
+        "merge, archives of abandoned branches (bench/through_time_branches.py); hype: HyPE plumbing "
         "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
         "quantization: none vs int8; peer: mcp-memory-service side by side at 1k and 10k "
         "notes (bench/peer.py; installs it from PyPI into its own venv on first use))",
@@ -251,6 +252,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("through_time: facts that change over a replayed git history ...")
         results["through_time"] = await asyncio.to_thread(through_time.run, ctx.scratch,
                                                           args.quick, ctx.log)
+        checkpoint()
+    if "through_time_branches" in only:
+        from bench import through_time_branches
+
+        ctx.log("branch scope: leaks, promotions and archives over a scripted git history ...")
+        results["through_time_branches"] = await asyncio.to_thread(
+            through_time_branches.run, ctx.scratch, args.quick, ctx.log)
         checkpoint()
     if "rebuild" in only:
         from bench import rebuild

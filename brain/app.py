@@ -52,6 +52,7 @@ from brain.search import adaptive as fusion_adapt
 from brain.search import relevance, rerank
 from brain.search.policy import Reranking, SearchPolicy
 from brain.search.presentation import ResultPages
+from brain.sources import registry as sources_registry
 from brain.sources.fsio import FsConfig, FsService
 from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
@@ -65,8 +66,8 @@ from brain.store.snapshots import Snapshots
 from brain.store.stamping import RequestStampingStore
 from brain.trust.identity import Identity
 from brain.trust.paths import PathPolicy
-from brain.vector_store import Match, VectorStore, build_store, scroll_all
-from brain.vector_store.base import Filter, PayloadRewrites, ServerCollection
+from brain.vector_store import VectorStore, build_store
+from brain.vector_store.base import PayloadRewrites, ServerCollection
 from brain.vector_store.forwarding import backend_of
 from brain.vector_store.journal import Probe
 from brain.workers import WorkerRegistry, run_every
@@ -124,6 +125,8 @@ class Brain:
         # An endpoint a generation uses may not be removed, disabled or renamed: refused
         # before the store is opened, so nothing is written.
         generations.check_endpoints(self.home, s.embedding.endpoints)
+        # A damaged sources.db is refused by name before anything opens (issue 50).
+        sources_registry.check_file(self.home / "sources.db")
         configured = resolve_record(s.embedding.model, s.embedding.dimension,
                                     provider=s.embedding.provider, max_tokens=s.embedding.max_tokens,
                                     endpoints=s.embedding.endpoints)
@@ -160,6 +163,7 @@ class Brain:
         )
         self.memory.reranker = reranker
         self.memory.citer = self.citations
+        self.memory.branches = self.citations.branches  # branch scope (brain/citations)
         self.model_switch.attach()
         self._opened = True
         self._recall_keys()
@@ -588,18 +592,18 @@ class Brain:
         )
 
     def _load_graph(self) -> None:
-        if self.graph.load(self.meta.graph_seq):
-            log.info("graph cache loaded: %s", self.graph.stats())
-            return
-        notes = (p.payload for p in scroll_all(self.store, Filter(must=(Match("kind", "note"),))))
-        self.graph.rebuild(notes, self.meta.graph_seq)
-        self.graph.save()
-        log.info("graph rebuilt from the store: %s", self.graph.stats())
+        """The cache, or the graph rebuilt from the store with a warning naming what the cache
+        had lost (brain/store/integrity.py, load_graph)."""
+        integrity.load_graph(self.home, self.graph, self.store, self.meta.graph_seq)
 
     def save_graph(self) -> None:
         if self.meta.graph_dirty:
-            self.graph.seq = self.meta.graph_saved()
-            self.graph.save()
+            # Under the notes' write lock: a write bumps the sequence number before its store
+            # write and changes the graph after, so a cache taken between the two would carry
+            # the new number without the links (and a crash then load it as current).
+            with self.memory._write_lock:
+                data = self.graph.dump(self.meta.graph_saved())
+            self.graph.save(data)
 
     def _warm_up(self) -> None:
         if isinstance(getattr(self.embedder, "inner", self.embedder), RemoteEmbedder):
@@ -666,4 +670,6 @@ class Brain:
             "rerank": report.reranker_status(self.memory.reranker),
             "capabilities": self.agentic.status(),
             "index": self.index_maintenance.status(),
+            # Sources this caller cannot read now, and why (never a silently empty search).
+            "sources_unreachable": self.sources.unreachable(),
         }

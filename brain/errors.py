@@ -35,8 +35,12 @@ Hierarchy::
     │                               keep this path out of reads and writes
     ├── ChangeNotFound              CHANGE_NOT_FOUND: no journalled change of that id for the caller
     ├── DiskFull                    DISK_FULL: not enough free space; the write was refused
+    │                               (every ENOSPC from any path: disk_full())
     ├── StoreDamaged                STORE_DAMAGED: the store lost data; restore a snapshot
     ├── ActionInProgress            ACTION_IN_PROGRESS: the same maintenance run is going on
+    ├── DataDirUnwritable           DATA_DIR_UNWRITABLE: the data dir is read-only or not ours
+    ├── PortInUse                   PORT_IN_USE: ``brain serve --http`` found its port taken
+    ├── Interrupted                 INTERRUPTED: Ctrl-C stopped a command or the server
     └── NotSupported                NOT_SUPPORTED: the backend cannot do this; the message says
                                     what to use instead
 """
@@ -194,3 +198,46 @@ class BaselineMissing(Conflict):
 
 class DestinationOccupied(Conflict):
     code = "DESTINATION_OCCUPIED"
+
+
+class DataDirUnwritable(BrainError):
+    """The data dir (or a file in it) cannot be written: read-only, or another user's."""
+
+    code = "DATA_DIR_UNWRITABLE"
+
+
+class PortInUse(BrainError):
+    code = "PORT_IN_USE"
+
+
+class Interrupted(BrainError):
+    code = "INTERRUPTED"
+
+
+NO_SPACE_ERRNOS = (28, 122)  # ENOSPC, EDQUOT (Linux): the disk or the user's quota is full
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is the OS saying the disk (or the quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+
+
+def disk_full(what: str, where: str, needed: int = 0) -> DiskFull:
+    """DISK_FULL for an ENOSPC met while doing ``what`` under ``where``: the free and needed
+    figures and the fix, in place of an untyped ``[Errno 28]``."""
+    import os
+
+    path = where
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path.rstrip("/")) or "/"
+    try:
+        st = os.statvfs(path or "/")
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = 0
+    need = f"; this needs about {needed / 1e6:.1f} MB more" if needed else ""
+    return DiskFull(
+        f"cannot {what}: the disk holding {where} is full ({free / 1e6:.1f} MB free{need}). "
+        "Free some space (or raise the quota) and retry; what was being written was removed.",
+        free_bytes=free, needed_bytes=needed, path=where,
+    )

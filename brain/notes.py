@@ -241,4 +241,6 @@ def public_note(payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
     if payload.get("cites"):  # the code it cites, compactly: state, how many fresh, which moved
         shown["citations"] = citation_summary(payload["cites"])
     shown.update({name: payload[name] for name in SUPERSESSION_FIELDS if payload.get(name)})
+    if payload.get("branch"):  # written on a git branch: open there, merged or abandoned
+        shown["branch"] = {"name": payload["branch"], "state": payload.get("branch_state")}
     return {**shown, **extra}

@@ -29,7 +29,7 @@ from brain.process import owner as own
 from brain.trust import paths
 from brain.trust.identity import Identity
 from brain.trust.identity import current as current_identity
-from mcp_surface import owner_rpc
+from mcp_surface import idempotency, owner_rpc
 from mcp_surface.owner_endpoint import calls_path
 from mcp_surface.tool_errors import CodedToolError
 
@@ -164,7 +164,8 @@ class Proxy:
         name = context.message.name
         args = dict(context.message.arguments or {})
         ident = current_identity.get() or self.default
-        request_id = uuid.uuid4().hex
+        keyed = idempotency.current_key.get()  # a keyed HTTP call: the owner checks it first
+        request_id = keyed or uuid.uuid4().hex
         maybe_reached = False
         deadline = time.monotonic() + WAIT_S
         attempts = 0
@@ -179,7 +180,7 @@ class Proxy:
             link = await self._current_link(deadline)
             if link is None:  # the owner died and this process took over
                 return await self.host.run_tracked(
-                    context, call_next, ident, request_id, maybe_reached
+                    context, call_next, ident, request_id, maybe_reached or bool(keyed)
                 )
             frame = {
                 "name": name,
@@ -187,7 +188,7 @@ class Proxy:
                 "caller": {"user_id": ident.user_id, "agent_id": ident.agent_id},
                 "transport": paths.transport.get(),
                 "request_id": request_id,
-                "retry": maybe_reached,
+                "retry": maybe_reached or bool(keyed),
             }
             try:
                 res = await self._call(link, frame)
@@ -232,5 +233,11 @@ class Forwarder(Middleware):
 
     async def on_call_tool(self, context: MiddlewareContext, call_next: CallNext[Any, Any]) -> Any:
         if self.proxy.host.local:
-            return await call_next(context)
+            keyed = idempotency.current_key.get()
+            if keyed is None:
+                return await call_next(context)
+            # A keyed call runs tracked: its notes carry the key's request id, and an
+            # add_memory whose note is there already answers from it (after a restart).
+            ident = current_identity.get() or self.proxy.default
+            return await self.proxy.host.run_tracked(context, call_next, ident, keyed, True)
         return await self.proxy.forward(context, call_next)

@@ -2,7 +2,8 @@
 
 Two Unix sockets, both behind the per-election ``owner.token``: the call channel
 (``owner.calls.sock``, JSON lines, see owner_rpc.py), where proxies send their tool calls, and
-a small HTTP endpoint (``owner.sock``: ``/status`` for ``brain status``, and MCP for a sibling
+a small HTTP endpoint (``owner.sock``: ``/status`` for ``brain status``, ``/command`` for every
+other ``brain`` command (brain/cli/ops.py), ``/ui`` for ``brain ui``, and MCP for a sibling
 that speaks it, through :class:`SiblingCalls`). Every call runs as the caller the proxy names,
 stamped with its request id, so a resent ``add_memory`` is answered from the note it already
 made instead of writing a second one.
@@ -11,6 +12,7 @@ made instead of writing a second one.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import time
@@ -32,8 +34,8 @@ from mcp.types import CallToolResult
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from brain.cli import ops
 from brain.errors import BrainError
-from brain.generations.wiring import run_command
 from brain.process import owner as own
 from brain.process.report import report
 from brain.trust import paths
@@ -50,6 +52,9 @@ CLIENT_HEADER = "x-brain-client-pid"
 # Idle connections to the owner's status endpoint are never cut under a waiting request.
 SERVER_KEEPALIVE_S = 3600
 DEDUPED = frozenset({"add_memory"})  # writes whose request id is checked before a resend
+
+
+log = logging.getLogger("brain.owner")
 
 
 @dataclass
@@ -113,6 +118,7 @@ class OwnerEndpoint:
         self._calls: owner_rpc.CallServer | None = None
         # ``brain ui`` asking the owner for its web explorer (set by webui/host.attach)
         self.open_ui: Callable[[], Awaitable[dict[str, Any]]] | None = None
+        self.jobs = ops.Jobs()  # long ``brain`` commands, followed by the command's process
 
     # -------------------------------------------------------------- lifecycle
     def build(self) -> None:
@@ -145,35 +151,16 @@ class OwnerEndpoint:
                                      "message": "the body must be a JSON object"}, status_code=400)
             return body
 
-        @sibling.custom_route("/model", methods=["POST"])
-        async def model(request: Request) -> JSONResponse:
-            """``brain model ...`` while this process owns the data dir (owner token only)."""
+        @sibling.custom_route("/command", methods=["POST"])
+        async def command(request: Request) -> JSONResponse:
+            """Any ``brain`` command's work (brain/cli/ops.py) while this process owns the data
+            dir (owner token only): run on the live Brain in a worker thread, as the caller
+            the command names, under the path policy of a local caller (it holds the owner
+            token, so it runs as this user on this machine)."""
             body = await owner_body(request)
             if isinstance(body, JSONResponse):
                 return body
-            try:
-                data = await anyio.to_thread.run_sync(lambda: run_command(
-                    live(self.state).model_switch, str(body.get("command", "")),
-                    str(body.get("model") or ""), int(body.get("dimension") or 0),
-                    str(body.get("provider") or "local"), float(body.get("timeout_s") or 0)))
-            except BrainError as exc:
-                return JSONResponse({"error": exc.code, "message": exc.message}, status_code=409)
-            return JSONResponse(data)
-
-        @sibling.custom_route("/import", methods=["POST"])
-        async def import_export(request: Request) -> JSONResponse:
-            """``brain import FILE`` while this process owns the data dir (owner token only):
-            the import runs here, batched as the bulk path is, while the server serves."""
-            body = await owner_body(request)
-            if isinstance(body, JSONResponse):
-                return body
-            maintenance = live(self.state).maintenance
-            try:
-                data = await anyio.to_thread.run_sync(lambda: maintenance.import_jsonl(
-                    str(body.get("path") or ""), str(body.get("on_conflict") or "error")))
-            except BrainError as exc:
-                return JSONResponse({"error": exc.code, "message": exc.message}, status_code=409)
-            return JSONResponse(data)
+            return await self.run_command(body)
 
         @sibling.custom_route("/ui", methods=["POST"])
         async def ui(request: Request) -> JSONResponse:
@@ -246,6 +233,43 @@ class OwnerEndpoint:
         if self.sock_path is not None:
             with contextlib.suppress(OSError):
                 self.sock_path.unlink()
+
+    # -------------------------------------------------------------- commands
+    async def run_command(self, body: dict[str, Any]) -> JSONResponse:
+        """One ``brain`` command posted to ``/command``: ``{command, args, caller, pid}``."""
+        raw_caller, raw_args = body.get("caller"), body.get("args")
+        ident: dict[str, Any] = raw_caller if isinstance(raw_caller, dict) else {}
+        args: dict[str, Any] | None = raw_args if isinstance(raw_args, dict) else None
+        if not ident.get("user_id") or not ident.get("agent_id"):
+            return _refused("UNAUTHORIZED", "a command must name its caller (user_id, "
+                            "agent_id): update the brain CLI", 401)
+        if args is None:
+            return _refused("INVALID_ARGUMENT", "args must be a JSON object", 400)
+        caller = Identity(str(ident["user_id"]), str(ident["agent_id"]))
+        if str(body.get("pid", "")).isdigit():
+            self.seen(int(body["pid"]), caller, call=True)
+        name = str(body.get("command") or "")
+
+        given = args
+
+        def work() -> Any:
+            with acting_as(caller), paths.via(paths.LOCAL):
+                return ops.execute(live(self.state), name, given)
+
+        try:
+            if name == "job.status":
+                data = self.jobs.get(str(args.get("job") or ""), caller)
+            elif ops.get(name).background:
+                data = self.jobs.start(name, work, caller)
+            else:
+                data = await anyio.to_thread.run_sync(work)
+        except BrainError as exc:
+            return _refused(exc.code, exc.message, 409, exc.details)
+        except Exception as exc:  # noqa: BLE001 - the command's process gets one clear line
+            log.exception("brain command %s failed", name)
+            return _refused("BRAIN_ERROR", f"{name} failed in the server: "
+                            f"{type(exc).__name__}: {exc}; details in its brain.log", 500)
+        return JSONResponse({"result": data})
 
     # -------------------------------------------------------------- calls
     async def _serve_call(self, frame: dict[str, Any], pid: int) -> dict[str, Any]:
@@ -350,6 +374,12 @@ class OwnerEndpoint:
                 )
         info = own.OwnerInfo(os.getpid(), str(self.sock_path or ""), self.started, self.kind)
         return report(live(self.state), info, clients)
+
+
+def _refused(code: str, message: str, status: int,
+             details: dict[str, Any] | None = None) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message,
+                         "details": ops.plain(details or {})}, status_code=status)
 
 
 class SiblingCalls(Middleware):

@@ -83,6 +83,7 @@ CLI: dict[tuple[str, str], str] = {
     ("changes", "approve"): "brain changes approve",
     ("changes", "revert"): "brain changes revert",
     ("sources", "add"): "brain source add",
+    ("sources", "workspace"): "brain source add",  # a folder named by hand is the same
     ("sources", "list"): "brain source list",
     ("sources", "update"): "brain source update",
     ("sources", "remove"): "brain source remove",

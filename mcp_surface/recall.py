@@ -60,12 +60,15 @@ class RecallFilters(BaseModel):
         description="Payload rules, all must hold: {key, value|any|none_of|gte|gt|lte|lt, "
                     "not?}")] = None
     as_of: Date = None
+    # "" your git branch, "*" every branch, or a branch's name (docs/citations.md); no
+    # description: tools/list is within 300 characters of its budget.
+    branch: str = ""
 
 
 # The filter fields, as earlier releases took them at the top level of a call (profiles.py
 # moves them into ``filters``); ``custom_filters`` is the old name of ``custom``.
 FLAT_FILTER_ARGS: dict[str, str] = {
-    **{name: name for name in RecallFilters.model_fields if name != "custom"},
+    **{name: name for name in RecallFilters.model_fields if name not in ("custom", "branch")},
     "custom_filters": "custom",
 }
 
@@ -87,6 +90,7 @@ def recall_filter(project: str | None, filters: RecallFilters | None) -> RecallF
         include_siblings=f.include_siblings,
         all_projects=f.all_projects,
         as_of=f.as_of,
+        branch=f.branch,
     )
 
 

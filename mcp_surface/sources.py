@@ -36,14 +36,14 @@ Pinned = Annotated[bool | None, Field(
     description="Syncs under [sync] auto=packages-only (default: holds package content)")]
 
 
-Action = Literal["add", "list", "update", "remove", "sync", "status", "cancel", "rescan",
-                 "reset", "reembed", "repair_orphans"]
+Action = Literal["add", "workspace", "list", "update", "remove", "sync", "status", "cancel",
+                 "rescan", "reset", "reembed", "repair_orphans"]
 _EDIT = " ".join(EDITABLE_FIELDS)
-USES = uses(add=f"path visibility {_EDIT}", list="project", update=f"source {_EDIT}",
+USES = uses(add=f"path visibility {_EDIT}", workspace="path project", list="project", update=f"source {_EDIT}",
             remove="source purge", sync="source wait paths", status="job_id source",
             cancel="job_id source", rescan="source", reset="source",
             reembed="source path confirm", repair_orphans="dry_run")
-NEEDS = uses(add="path", update="source", remove="source", sync="source", rescan="source",
+NEEDS = uses(add="path", workspace="path", update="source", remove="source", sync="source", rescan="source",
              reset="source", reembed="source")
 
 
@@ -116,8 +116,9 @@ def register(mcp: FastMCP, call: Call) -> None:
         confirm: Annotated[bool, Field(description="reembed: run it, not estimate")] = False,
         dry_run: bool = True,
     ) -> dict[str, Any]:
-        """Indexed folders: add (auto: watched), list, update, remove, sync, status, cancel,
-        rescan, reset, reembed, repair_orphans. Credential files are never indexed."""
+        """Indexed folders: add (auto: watched), workspace (add unless held), list, update,
+        remove, sync, status, cancel, rescan, reset, reembed, repair_orphans. Credential
+        files are never indexed."""
         given = locals()
         check("sources", sources, given, USES, NEEDS)
         src = source or ""
@@ -127,7 +128,10 @@ def register(mcp: FastMCP, call: Call) -> None:
             return await call(lambda s: s.sources.add(
                 folder, name, project, trigger or "auto", exclude, include, max_scan_files,
                 interval_s, use_gitignore=use_gitignore is not False, visibility=visibility,
-                pinned=pinned))
+                pinned=pinned, consent=True))  # over stdio only (brain/trust/paths.py)
+        if action == "workspace":
+            folder = path or ""
+            return await call(lambda s: s.sources.ensure_workspace(folder, project))
         if action == "list":
             found = await call(lambda s: s.sources.list(project))
             return {"sources": found, "count": len(found)}

@@ -32,6 +32,9 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(legacy, raising=False)
     # Tests keep their files in tmp_path, outside the user's home (the default allowed root).
     monkeypatch.setenv("BRAIN__PATHS__ALLOWED_ROOTS", json.dumps([str(tmp_path)]))
+    # No server a test starts (many in the repository's own git work tree) indexes its
+    # workspace unasked; tests/sources/test_workspace.py turns it on.
+    monkeypatch.setenv("BRAIN__SOURCES__WORKSPACE", "off")
     monkeypatch.chdir(tmp_path)
     return home
 

@@ -166,7 +166,8 @@ def sources(s: Services, page: int) -> dict[str, Any]:
     srcs = s.sources.list()
     for src in srcs:
         src["files"] = s.sources.file_count(src["id"])
-    return {"sources": srcs, "hot": s.health.hot_files(), "documents": _page(s.files.list(), page)}
+    return {"sources": srcs, "unreachable": s.sources.unreachable(), "hot": s.health.hot_files(),
+            "documents": _page(s.files.list(), page)}
 
 
 def document(s: Services, file_id: str, page: int) -> dict[str, Any]:

@@ -69,9 +69,9 @@ class UIHost:
             sock.bind((ui.host, ui.port))
         except OSError as exc:
             sock.close()
-            raise PortInUse(f"port {ui.port} on {ui.host} is taken ({exc.strerror}): set "
-                            "BRAIN__UI__PORT to a free one (0 picks any)",
-                            port=ui.port) from exc
+            raise PortInUse(f"port {ui.port} on {ui.host} is taken ({exc.strerror}): pass a "
+                            "free one with 'brain ui --port N', or set it in [ui] port "
+                            "(BRAIN__UI__PORT; 0 picks any)", port=ui.port) from exc
         sock.listen(64)
         self.port = sock.getsockname()[1]
         app = create_app(self.state, self.logins)

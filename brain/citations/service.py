@@ -12,6 +12,8 @@
   shows; changed and gone notes then rank below equal fresh ones (model.RANK_PENALTY).
 - :meth:`verify` (the verify_note tool) shows each span then and now; :meth:`changed_since`
   names the notes citing files git reports changed since a ref.
+- Branches (``branches``, brain/citations/branches.py): a note citing code, or written in a
+  hook turn, on a branch other than the default stays on that branch until it merges.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from brain.citation import (
     ref_text,
 )
 from brain.citations import anchor, detect, git
+from brain.citations.branches import BranchGit, BranchScope, roots_of
 from brain.citations.git import GitError, Repos
 from brain.citations.turns import TurnFiles
 from brain.clock import Clock, iso
@@ -80,6 +83,8 @@ class CitationService:
         self._seen: dict[str, tuple[int, int] | None] = {}  # cite key -> stat last checked
         self._filters: dict[tuple[Any, ...], SourceFilter] = {}
         self._records: dict[str, tuple[float, SourceRecord | None]] = {}
+        self.branches = BranchScope(memory, self._git_roots, turns, BranchGit(self.repos.enabled),
+                                    cfg.hook_turn_ttl_s)
 
     # ------------------------------------------------------------------ write time
     def attach(self, payload: dict[str, Any], cites: Sequence[str] = (),
@@ -103,7 +108,8 @@ class CitationService:
             if cite is None:
                 raise InvalidArgument(
                     f"cites: {ref.text()} is not a file (or a symbol or range of one) in a "
-                    "source you may see; add its folder with add_source, or fix the path",
+                    "source you may see; add its folder with 'brain source add' (the "
+                    "sources tool's add action), or fix the path",
                     field="cites")
             found.append(cite)
         for ref in (r for r in (_soft_ref(s) for s in soft or ()) if r is not None):
@@ -113,6 +119,9 @@ class CitationService:
         for path in self._turn_files(str(payload.get("project", ""))):
             self._add(found, self._anchor(Ref(path), "hook", sources, now))
         _store(payload, found)
+        roots = {s.id: s.root for s in sources}
+        self.branches.stamp(payload, list(dict.fromkeys(
+            str(roots[c["src"]]) for c in found if c.get("src") in roots)))
 
     def reanchor(self, payload: dict[str, Any]) -> None:
         """update_memory: every citation taken again from the code as it is now (the caller
@@ -192,6 +201,10 @@ class CitationService:
         srcs = [r for r in srcs if self.sources.paths.reaches(r.root)]
         return sorted(srcs, key=lambda r: (r.project != project, r.name))
 
+    def _git_roots(self, project: str) -> list[str]:
+        """The roots of the caller's sources of ``project`` (where its branch is asked)."""
+        return roots_of(self._visible(project), project)
+
     def _turn_files(self, project: str) -> list[str]:
         if self.turns is None:
             return []
@@ -230,6 +243,8 @@ class CitationService:
                 self._recheck(pt.payload["zk_id"], lambda c, b=batch: _key(c) in b,
                               views=views, seen=pt.payload, write_stat=False)
         rec = self._record(source_id)
+        if rec is not None:  # a sync that saw a new commit or branch: promotions are due
+            self.branches.observe(rec.project, str(rec.root))
         with self._lock:
             self.counters["files_changed"] += len(keys)
             self.counters["notes_checked"] += checked

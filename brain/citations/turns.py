@@ -5,7 +5,9 @@ turn of its session in the hooks' state file (``<home>/hooks.state.json``, key `
 the prompt hook starts a new turn. A note written meanwhile by the same user in the same
 project (add_memory, a mistake, a handoff) cites those files as ``hook`` citations: the turn
 that produced the note. The newest such turn is taken when several sessions work on one
-project; a turn older than the TTL is not "the turn" any more.
+project; a turn older than the TTL is not "the turn" any more. The hooks also record the
+branch and work tree the turn runs in (``branch``, ``worktree``): a note written in it is
+scoped to that branch (brain/citations/branches.py).
 """
 
 from __future__ import annotations
@@ -25,14 +27,21 @@ class TurnFiles:
         self.home = home
 
     def files(self, project: str, user_id: str, ttl_s: float) -> list[str]:
+        best = self.turn(project, user_id, ttl_s)
+        if best is None:
+            return []
+        return [str(f) for f in (best.get("files") or [])[:MAX_TURN_FILES] if isinstance(f, str)]
+
+    def turn(self, project: str, user_id: str, ttl_s: float) -> dict[str, Any] | None:
+        """The newest turn of ``user_id`` in ``project`` younger than ``ttl_s``, or None."""
         path = Path(self.home) / client.STATE_FILE
         if not path.exists():
-            return []
+            return None
         try:
             with client.state(self.home) as st:
                 turns: dict[str, Any] = dict(st.get("turns") or {})
         except OSError:
-            return []
+            return None
         now = time.time()
         best: dict[str, Any] | None = None
         for turn in turns.values():
@@ -42,6 +51,4 @@ class TurnFiles:
                 continue
             if best is None or float(turn.get("at") or 0) > float(best.get("at") or 0):
                 best = turn
-        if best is None:
-            return []
-        return [str(f) for f in (best.get("files") or [])[:MAX_TURN_FILES] if isinstance(f, str)]
+        return best

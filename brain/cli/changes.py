@@ -8,32 +8,45 @@ import argparse
 import sys
 from typing import Any
 
-from brain.cli.common import open_brain, print_json
+from brain.cli.common import print_json, run
+from brain.cli.ops import op
+
+
+@op("fs")
+def fs_work(b: Any, a: dict[str, Any]) -> Any:
+    if a["command"] == "read":
+        return b.fs.read(a["source"], a["path"])
+    if a["command"] == "list":
+        return b.fs.list(a["source"], a["path"], int(a.get("limit") or 1000))
+    return b.fs.write(a["source"], a["path"], a["content"])
+
+
+@op("changes")
+def changes_work(b: Any, a: dict[str, Any]) -> Any:
+    svc, command = b.changes, a["command"]
+    if command == "list":
+        return svc.list(a.get("source"), a.get("status") or "pending", int(a.get("limit") or 100))
+    if command == "preview":
+        return svc.preview(a["change_id"])
+    if command == "approve":
+        return svc.approve(a["change_id"], a["fingerprint"])
+    return svc.revert(a["change_id"], a["fingerprint"])
 
 
 def _fs(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        if args.fs_command == "read":
-            print_json(b.fs.read(args.source, args.path))
-        elif args.fs_command == "list":
-            print_json(b.fs.list(args.source, args.path, args.limit))
-        else:
-            content = sys.stdin.read() if args.content is None else args.content
-            print_json(b.fs.write(args.source, args.path, content))
+    content = None
+    if args.fs_command == "write":  # read here: stdin is this command's, not the server's
+        content = sys.stdin.read() if args.content is None else args.content
+    print_json(run("fs", {"command": args.fs_command, "source": args.source,
+                          "path": args.path, "limit": getattr(args, "limit", None),
+                          "content": content}))
     return 0
 
 
 def _changes(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        svc = b.changes
-        if args.changes_command == "list":
-            print_json(svc.list(args.source, args.status, args.limit))
-        elif args.changes_command == "preview":
-            print_json(svc.preview(args.change_id))
-        elif args.changes_command == "approve":
-            print_json(svc.approve(args.change_id, args.fingerprint))
-        else:
-            print_json(svc.revert(args.change_id, args.fingerprint))
+    print_json(run("changes", {"command": args.changes_command,
+                               **{k: getattr(args, k, None) for k in (
+                                   "source", "status", "limit", "change_id", "fingerprint")}}))
     return 0
 
 

@@ -7,26 +7,64 @@ import os
 import sys
 from typing import Any
 
-from brain.cli.common import open_brain, print_json
+from brain.cli.common import print_json, run
+from brain.cli.ops import op
 from brain.errors import BrainError
 
 
-def _ingest(args: argparse.Namespace) -> int:
+@op("ingest")
+def ingest_work(b: Any, a: dict[str, Any]) -> Any:
+    """Upload each path (absolute: the command made them so), then wait for them unless
+    ``no_wait``; a refused path is reported in its place, the others go on."""
     results: list[dict[str, Any]] = []
-    with open_brain() as brain:
-        for path in args.paths:
-            try:
-                # a relative path is the shell's: resolve it against this cwd
-                full = os.path.abspath(os.path.expanduser(path))
-                results.append(brain.files.ingest(full, args.project))
-            except BrainError as exc:
-                results.append({"path": path, "error": exc.to_dict()})
-        if not args.no_wait:
-            results = [
-                brain.files.wait(r["id"], args.timeout) | {"deduped": r["deduped"]}
-                if "id" in r else r
-                for r in results
-            ]  # fmt: skip
+    for path in a["paths"]:
+        try:
+            results.append(b.files.ingest(path, a.get("project")))
+        except BrainError as exc:
+            results.append({"path": path, "error": exc.to_dict()})
+    if not a.get("no_wait"):
+        results = [
+            b.files.wait(r["id"], float(a.get("timeout") or 600)) | {"deduped": r["deduped"]}
+            if "id" in r else r
+            for r in results
+        ]  # fmt: skip
+    return results
+
+
+@op("files.list")
+def list_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.files.list(a.get("status"))
+
+
+@op("files.show")
+def show_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.files.get(a["file_id"])
+
+
+@op("files.search")
+def search_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.files.search(a["query"], int(a.get("limit") or 10), a.get("file_name"),
+                          a.get("threshold"))
+
+
+@op("files.reprocess")
+def reprocess_work(b: Any, a: dict[str, Any]) -> Any:
+    rec = b.files.reprocess(a["file_id"])
+    if not a.get("no_wait"):
+        rec = b.files.wait(rec["id"], float(a.get("timeout") or 600))
+    return rec
+
+
+@op("files.delete")
+def delete_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.files.delete(a["file_id"])
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    # a relative path is the shell's: resolve it against this cwd
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in args.paths]
+    results = run("ingest", {"paths": paths, "project": args.project,
+                             "no_wait": args.no_wait, "timeout": args.timeout})
     print_json(results)
     bad = [r for r in results if "error" in r or r.get("status") == "failed"]
     for r in bad:
@@ -36,35 +74,31 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with open_brain() as brain:
-        print_json(brain.files.list(args.status))
+    print_json(run("files.list", {"status": args.status}))
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    with open_brain() as brain:
-        print_json(brain.files.get(args.file_id))
+    print_json(run("files.show", {"file_id": args.file_id}))
     return 0
 
 
 def _search(args: argparse.Namespace) -> int:
-    with open_brain() as brain:
-        print_json(brain.files.search(args.query, args.limit, args.file_name, args.threshold))
+    print_json(run("files.search", {"query": args.query, "limit": args.limit,
+                                    "file_name": args.file_name,
+                                    "threshold": args.threshold}))
     return 0
 
 
 def _reprocess(args: argparse.Namespace) -> int:
-    with open_brain() as brain:
-        rec = brain.files.reprocess(args.file_id)
-        if not args.no_wait:
-            rec = brain.files.wait(rec["id"], args.timeout)
-        print_json(rec)
+    rec = run("files.reprocess", {"file_id": args.file_id, "no_wait": args.no_wait,
+                                  "timeout": args.timeout})
+    print_json(rec)
     return 1 if rec.get("status") == "failed" else 0
 
 
 def _delete(args: argparse.Namespace) -> int:
-    with open_brain() as brain:
-        print_json(brain.files.delete(args.file_id))
+    print_json(run("files.delete", {"file_id": args.file_id}))
     return 0
 
 

@@ -17,46 +17,100 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from brain.cli import maintenance
-from brain.cli.common import open_brain, print_json
+from brain.cli import maintenance, ops
+from brain.cli.common import door, print_json, run
+from brain.cli.ops import op
 
 
 @contextmanager
-def _bar(total: int | None, desc: str) -> Iterator[Callable[[int], None]]:
+def _bar(total: int | None, desc: str) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on this command's stderr when the work runs here; none in a server."""
+    if not ops.local():
+        yield None
+        return
     from tqdm import tqdm
 
     with tqdm(total=total, desc=desc, unit="pt", file=sys.stderr, leave=False) as bar:
         yield bar.update
 
 
-def _open(args: argparse.Namespace) -> Any:
-    home = getattr(args, "home", None)
-    return open_brain(**({"home": home} if home else {}))
+def _run(args: argparse.Namespace, command: str, **extra: Any) -> Any:
+    a = {k: getattr(args, k, None) for k in ("project", "mine", "apply")} | extra
+    return run(f"health.{command}", a, getattr(args, "home", None) or None)
+
+
+@op("health.stats")
+def stats_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.health.stats(a.get("project"))
+
+
+@op("health.scan")
+def scan_work(b: Any, a: dict[str, Any]) -> Any:
+    with _bar(b.store.count(), "scan") as step:
+        return b.health.scan(a.get("project"), everyone=not a.get("mine"), progress=step)
+
+
+@op("health.duplicates")
+def duplicates_work(b: Any, a: dict[str, Any]) -> Any:
+    with _bar(None, "duplicates") as step:
+        return b.health.duplicates(a.get("project"), a.get("threshold"), a.get("max_points"),
+                                   everyone=not a.get("mine"), progress=step)
+
+
+@op("health.hot-files")
+def hot_files_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.health.hot_files(a.get("project"), everyone=not a.get("mine"))
+
+
+@op("health.gc")
+def gc_work(b: Any, a: dict[str, Any]) -> Any:
+    with _bar(b.store.count(), "gc") as step:
+        return b.health.gc(not a.get("apply"), a.get("project"), a.get("expect"),
+                           everyone=not a.get("mine"), trigger="cli", progress=step)
+
+
+@op("health.repair")
+def repair_work(b: Any, a: dict[str, Any]) -> Any:
+    with _bar(None, "repair") as step:
+        return b.health.repair(not a.get("apply"), a.get("project"),
+                               int(a.get("limit") or 10_000), everyone=not a.get("mine"),
+                               trigger="cli", progress=step)
+
+
+@op("health.collection")
+def collection_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.health.collection(a.get("project"), everyone=not a.get("mine"))
+
+
+@op("health.rebuild-indexes", background=True)
+def rebuild_indexes_work(b: Any, a: dict[str, Any]) -> Any:
+    with _bar(None, "rebuild-indexes") as step:
+        return b.health.rebuild_indexes(not a.get("apply"), trigger="cli", progress=step)
+
+
+@op("health.quantization")
+def quantization_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.health.apply_quantization(a.get("mode"), not a.get("apply"), trigger="cli")
 
 
 def stats(args: argparse.Namespace) -> int:
-    with _open(args) as brain:
-        print_json(brain.health.stats(args.project))
+    print_json(_run(args, "stats"))
     return 0
 
 
 def scan(args: argparse.Namespace) -> int:
-    with _open(args) as brain, _bar(brain.store.count(), "scan") as step:
-        report = brain.health.scan(args.project, everyone=not args.mine, progress=step)
+    report = _run(args, "scan")
     print_json(report)
     return 0 if report["ok"] else 1
 
 
 def duplicates(args: argparse.Namespace) -> int:
-    with _open(args) as brain, _bar(None, "duplicates") as step:
-        print_json(brain.health.duplicates(args.project, args.threshold, args.max_points,
-                                           everyone=not args.mine, progress=step))
+    print_json(_run(args, "duplicates", threshold=args.threshold, max_points=args.max_points))
     return 0
 
 
 def hot_files(args: argparse.Namespace) -> int:
-    with _open(args) as brain:
-        print_json(brain.health.hot_files(args.project, everyone=not args.mine))
+    print_json(_run(args, "hot-files"))
     return 0
 
 
@@ -65,35 +119,37 @@ def gc(args: argparse.Namespace) -> int:
     if args.expect:
         with open(args.expect, encoding="utf-8") as fh:
             expect = list(json.load(fh)["ids"])
-    with _open(args) as brain, _bar(brain.store.count(), "gc") as step:
-        print_json(brain.health.gc(not args.apply, args.project, expect,
-                                   everyone=not args.mine, trigger="cli", progress=step))
+    print_json(_run(args, "gc", expect=expect))
     return 0
 
 
 def repair(args: argparse.Namespace) -> int:
-    with _open(args) as brain, _bar(None, "repair") as step:
-        print_json(brain.health.repair(not args.apply, args.project, args.limit,
-                                       everyone=not args.mine, trigger="cli", progress=step))
+    print_json(_run(args, "repair", limit=args.limit))
     return 0
 
 
 def collection(args: argparse.Namespace) -> int:
-    with _open(args) as brain:
-        report = brain.health.collection(args.project, everyone=not args.mine)
+    report = _run(args, "collection")
     print_json(report)
     return 0 if report["ok"] else 1
 
 
 def rebuild_indexes(args: argparse.Namespace) -> int:
-    with _open(args) as brain, _bar(None, "rebuild-indexes") as step:
-        print_json(brain.health.rebuild_indexes(not args.apply, trigger="cli", progress=step))
+    """In a server, a job this command follows (Ctrl-C detaches; the rebuild goes on)."""
+    with door(getattr(args, "home", None) or None) as d:
+        out = d.run("health.rebuild-indexes", {"apply": args.apply})
+        if d.owner is not None:
+            job = maintenance.follow_job(d, out, "index rebuild")
+            if job.get("detached"):
+                print_json(job)
+                return 130
+            out = maintenance.finished(job)
+    print_json(out)
     return 0
 
 
 def quantization(args: argparse.Namespace) -> int:
-    with _open(args) as brain:
-        print_json(brain.health.apply_quantization(args.mode, not args.apply, trigger="cli"))
+    print_json(_run(args, "quantization", mode=args.mode))
     return 0
 
 

@@ -24,6 +24,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class Options:
     prompt_budget: int = hooks.PROMPT_BUDGET_TOKENS
     floor: float = hooks.CONFIDENCE_FLOOR
     python: str = sys.executable
+    env: dict[str, str] = field(default_factory=dict)  # --env KEY=VALUE, into the server entry
 
     def hook_args(self) -> list[str]:
         return [
@@ -76,7 +78,7 @@ class Options:
         return " ".join(shlex.quote(a) for a in argv)
 
     def server_env(self) -> dict[str, str]:
-        return {"BRAIN__HOME": str(self.home)}
+        return {"BRAIN__HOME": str(self.home), **self.env}
 
 
 @dataclass
@@ -299,11 +301,52 @@ def render_plugin(o: Options) -> str:
 def _options(args: argparse.Namespace) -> Options:
     from config import load_settings
 
+    env = parse_env(getattr(args, "env", None) or [])
     s = load_settings()
     return Options(
         Path(s.home).expanduser().resolve(), s.identity.user_id, s.identity.agent_id,
-        args.session_budget, args.prompt_budget, args.floor,
+        args.session_budget, args.prompt_budget, args.floor, env=env,
     )
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    """``--env KEY=VALUE`` pairs for the server entry, each checked: a variable name, no
+    secret (a client's config file is no place for one), no BRAIN__HOME (the install's own),
+    and every BRAIN__ value one the settings accept. Raises InvalidArgument, writing nothing."""
+    from config import ConfigInvalid, load_settings
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise InvalidArgument(f"--env {pair!r} is not KEY=VALUE; write e.g. --env "
+                                  f"BRAIN__PATHS__ALLOWED_ROOTS=/srv/code", env=pair)
+        if key.upper() == "BRAIN__HOME":
+            raise InvalidArgument("--env BRAIN__HOME: the install writes the data dir itself; "
+                                  "set BRAIN__HOME in this shell before 'brain install'.")
+        if any(w in key.upper() for w in _SECRET_WORDS):
+            raise InvalidArgument(f"--env {key}: secrets are not written into a client's "
+                                  "config file; set it in the environment the client starts "
+                                  "from, or in the data dir's brain.toml.", env=key)
+        out[key] = value
+    given = {k: v for k, v in out.items() if k.startswith("BRAIN__")}
+    if given:
+        saved = {k: os.environ.get(k) for k in given}
+        os.environ.update(given)
+        try:
+            load_settings()
+        except ConfigInvalid as exc:
+            raise InvalidArgument(f"--env: {exc}") from None
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return out
 
 
 def _run(plan: Plan, dry_run: bool, what: str) -> int:
@@ -349,6 +392,9 @@ def register(sub: Any) -> None:
                        help="this project only (default: user-wide)")
         p.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
         if name == "install":
+            p.add_argument("--env", action="append", metavar="KEY=VALUE", default=None,
+                           help="a variable for the server entry (repeat), e.g. "
+                                "BRAIN__PATHS__ALLOWED_ROOTS=/srv/code")
             p.add_argument("--session-budget", type=int, default=hooks.SESSION_BUDGET_TOKENS,
                            help="tokens of context injected at session start")
             p.add_argument("--prompt-budget", type=int, default=hooks.PROMPT_BUDGET_TOKENS,

@@ -12,74 +12,141 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from brain.cli.common import ask_owner, open_brain, print_json, running_owner
+from brain.cli import ops
+from brain.cli.common import Status, door, print_json, run
+from brain.cli.ops import op
 
 MIGRATION_NAMES = ("memory-schema", "note-kind", "memory-type")
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {"home": args.home} if getattr(args, "home", None) else {}
+def _home(args: argparse.Namespace) -> str | None:
+    return getattr(args, "home", None) or None
+
+
+@op("health")
+def health_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.maintenance.check_health(progress=ops.local())
+
+
+@op("migrate")
+def migrate_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.maintenance.migrate(a["name"], apply=bool(a.get("apply")), progress=ops.local())
+
+
+@op("export")
+def export_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.maintenance.export_jsonl(a["path"], progress=ops.local(),
+                                      keep_free_mb=b.settings.storage.min_free_mb)
+
+
+@op("import", background=True)
+def import_work(b: Any, a: dict[str, Any]) -> Any:
+    """Batched like the bulk path; in a server, a job while it keeps serving."""
+    return b.maintenance.import_jsonl(a["path"], a.get("on_conflict") or "error",
+                                      progress=ops.local())
+
+
+@op("maintenance")
+def maintenance_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.maintenance.weekly(apply=bool(a.get("apply")), progress=ops.local())
+
+
+@op("restore-backup")
+def restore_backup_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.maintenance.restore_backup(a["path"], progress=ops.local())
+
+
+@op("stats")
+def stats_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.stats()
+
+
+@op("capabilities")
+def capabilities_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.capabilities()
+
+
+def _abs(path: str) -> str:
+    return str(Path(path).expanduser().resolve())  # a server's cwd is not the shell's
 
 
 def health(args: argparse.Namespace) -> int:
-    with open_brain(**_overrides(args)) as brain:
-        report = brain.maintenance.check_health(progress=True)
+    report = run("health", {}, _home(args))
     print_json(report)
     return 0 if report["ok"] else 1
 
 
 def migrate(args: argparse.Namespace) -> int:
-    with open_brain(**_overrides(args)) as brain:
-        print_json(brain.maintenance.migrate(args.name, apply=args.apply, progress=True))
+    print_json(run("migrate", {"name": args.name, "apply": args.apply}, _home(args)))
     return 0
 
 
 def export(args: argparse.Namespace) -> int:
-    with open_brain(**_overrides(args)) as brain:
-        print_json(brain.maintenance.export_jsonl(args.path, progress=True))
+    """The open checks the reserve the store needs (brain/store/integrity.py, as the server's
+    start does), and the export keeps ``[storage] min_free_mb`` free on the disk it writes
+    to: a nearly full disk is DISK_FULL with the figures, never a SIGBUS or a full disk."""
+    print_json(run("export", {"path": _abs(args.path)}, _home(args)))
     return 0
 
 
-def _lost(pid: int, exc: Exception) -> int:
-    print(f"brain: the server (pid {pid}) stopped answering during the import ({exc}); the "
-          "batches it wrote stay: run the import again with --on-conflict skip to finish it",
-          file=sys.stderr)
-    return 1
+def follow_job(d: Any, job: dict[str, Any], what: str, show: bool = True,
+               poll_s: float = 0.5) -> dict[str, Any]:
+    """Follow a background command in the owner (brain/cli/ops.py ``Jobs``): one updating
+    line on stderr; Ctrl-C detaches (the work continues in the server)."""
+    import time
+
+    status = Status(show)
+    try:
+        while job["status"] == "running":
+            status.show(f"{what}: running in the server (pid {d.pid}), "
+                        f"{int(job['elapsed_s'])} s")
+            time.sleep(poll_s)
+            job = d.run("job.status", {"job": job["job_id"]})
+    except KeyboardInterrupt:
+        print(f"\nbrain: detached; the {what} continues in the server (pid {d.pid}) until "
+              "it finishes (`brain status` shows the server)", file=sys.stderr, flush=True)
+        return {**job, "detached": True}
+    finally:
+        status.end()
+    return job
+
+
+def finished(job: dict[str, Any]) -> Any:
+    """A followed job's result; its failure raised as the command's own would be."""
+    from brain.cli.common import OwnerRefused
+
+    if job.get("status") == "failed":
+        err = job.get("error") or {}
+        raise OwnerRefused(str(err.get("code") or "BRAIN_ERROR"), str(err.get("message")))
+    return job.get("result")
 
 
 def import_(args: argparse.Namespace) -> int:
-    """While a server owns the data dir the import runs in it (its owner socket), batched
-    like the bulk path, while it keeps serving; otherwise this command opens the data dir."""
-    from config import load_settings
-
-    path = str(Path(args.path).expanduser().resolve())  # the server's cwd is not ours
-    owner = running_owner(load_settings(**_overrides(args)).home)
-    if owner is not None:
-        print(f"brain: importing through the running server (pid {owner[0].pid})",
-              file=sys.stderr)
-        body = {"path": path, "on_conflict": args.on_conflict}
-        import httpx
-
-        try:
-            print_json(ask_owner(owner, "/import", body, timeout_s=None))
-        except httpx.HTTPError as exc:  # the server died or was stopped meanwhile
-            return _lost(owner[0].pid, exc)
-        return 0
-    with open_brain(**_overrides(args)) as brain:
-        print_json(brain.maintenance.import_jsonl(path, args.on_conflict, progress=True))
+    """While a server owns the data dir the import runs in it as a job, batched like the bulk
+    path, while it keeps serving; otherwise this command opens the data dir."""
+    body = {"path": _abs(args.path), "on_conflict": args.on_conflict}
+    with door(_home(args)) as d:
+        out = d.run("import", body)
+        if d.owner is not None:
+            print(f"brain: importing through the running server (pid {d.pid})",
+                  file=sys.stderr)
+            job = follow_job(d, out, "import")
+            if job.get("detached"):
+                print_json(job)
+                return 130
+            out = finished(job)
+    print_json(out)
     return 0
 
 
 def maintenance(args: argparse.Namespace) -> int:
-    with open_brain(**_overrides(args)) as brain:
-        report = brain.maintenance.weekly(apply=args.apply, progress=True)
+    report = run("maintenance", {"apply": args.apply}, _home(args))
     print_json(report)
     return 0 if report["ok"] else 1
 
 
 def restore_backup(args: argparse.Namespace) -> int:
-    with open_brain(**_overrides(args)) as brain:
-        print_json(brain.maintenance.restore_backup(args.path, progress=True))
+    print_json(run("restore-backup", {"path": _abs(args.path)}, _home(args)))
     return 0
 
 
@@ -88,14 +155,12 @@ def add_home(parser: argparse.ArgumentParser) -> None:
 
 
 def stats(args: argparse.Namespace) -> int:  # noqa: ARG001
-    with open_brain() as brain:
-        print_json(brain.stats())
+    print_json(run("stats"))
     return 0
 
 
 def capabilities(args: argparse.Namespace) -> int:  # noqa: ARG001
-    with open_brain() as brain:
-        print_json(brain.capabilities())
+    print_json(run("capabilities"))
     return 0
 
 

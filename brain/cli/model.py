@@ -13,8 +13,8 @@ import sys
 import time
 from typing import Any
 
-from brain.cli.common import ask_owner, open_brain, print_json, running_owner
-from brain.errors import BrainError
+from brain.cli.common import door, print_json
+from brain.cli.ops import op
 
 COMMANDS = ("estimate", "switch", "status", "cancel", "resume", "rollback", "drop-previous")
 
@@ -38,25 +38,22 @@ def _foreground(brain: Any, out: dict[str, Any]) -> dict[str, Any]:
     return dict(brain.model_switch.status())
 
 
-def run(args: argparse.Namespace) -> int:
+@op("model", gated=False)
+def model_work(b: Any, a: dict[str, Any]) -> Any:
+    """The model switch takes the generation gate itself (its swap waits out tool calls)."""
     from brain.generations.wiring import run_command
-    from config import load_settings
 
-    owner = running_owner(load_settings().home)
-    body = _body(args)
-    if owner is not None:
-        print_json(ask_owner(owner, "/model", body))
-        return 0
-    with open_brain() as brain:
-        try:
-            out = run_command(brain.model_switch, body["command"], body["model"],
-                              body["dimension"], body["provider"])
-        except BrainError as exc:
-            print(f"brain: {exc}", file=sys.stderr)
-            return 1
-        if args.model_command in ("switch", "resume"):
-            out = _foreground(brain, out)
-        print_json(out)
+    return run_command(b.model_switch, str(a.get("command", "")), str(a.get("model") or ""),
+                       int(a.get("dimension") or 0), str(a.get("provider") or "local"),
+                       float(a.get("timeout_s") or 0))
+
+
+def run(args: argparse.Namespace) -> int:
+    with door() as d:
+        out = d.run("model", _body(args))
+        if d.owner is None and args.model_command in ("switch", "resume"):
+            out = _foreground(d.brain, out)
+    print_json(out)
     return 0
 
 

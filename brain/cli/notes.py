@@ -8,22 +8,33 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from brain.cli.common import open_brain, print_json
+from brain.cli.common import print_json, run
+from brain.cli.ops import op
+
+
+@op("notes.changed-since")
+def changed_since_work(b: Any, a: dict[str, Any]) -> Any:
+    found = b.citations.changed_since(a["ref"], a.get("to"), a.get("project"),
+                                      int(a.get("limit") or 200))
+    return {**found, "notes": [
+        {k: n.get(k) for k in ("zk_id", "title", "project", "note_kind", "changed_paths",
+                               "citations")}
+        for n in found["notes"]]}
+
+
+@op("notes.verify")
+def verify_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.citations.verify(a["zk_id"])
 
 
 def _changed_since(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        found = b.citations.changed_since(args.ref, args.to, args.project, args.limit)
-        print_json({**found, "notes": [
-            {k: n.get(k) for k in ("zk_id", "title", "project", "note_kind", "changed_paths",
-                                   "citations")}
-            for n in found["notes"]]})
+    print_json(run("notes.changed-since", {"ref": args.ref, "to": args.to,
+                                           "project": args.project, "limit": args.limit}))
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        print_json(b.citations.verify(args.zk_id))
+    print_json(run("notes.verify", {"zk_id": args.zk_id}))
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Each entry is a note as ``add_memory`` takes it: ``content`` (required), and optionally
 ``project``, ``memory_type``, ``note_kind``, ``tags``, ``pinned``, ``visibility``, ``context``.
-The whole file is checked before anything is written, so a bad entry changes nothing; the
+The whole file is checked before anything is written, each entry by the checks add_memory
+applies to its fields (``check_entry``), so a bad entry changes nothing; the
 notes then go in through the running server (or one started for the command), as the
 configured identity. Progress goes to stderr, the summary (JSON) to stdout.
 """
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from brain.cli.common import print_json
+from brain.errors import BrainError, InvalidArgument
+from brain.trust.limits import MAX_TEXT_CHARS
 
 MAX_SEED_BYTES = 64 * 1024 * 1024
 FIELDS = {"content", "project", "memory_type", "note_kind", "tags", "pinned", "visibility",
@@ -26,8 +29,36 @@ class SeedError(ValueError):
     """The seed file cannot be loaded; the message says which entry and why."""
 
 
-def read_entries(path: Path) -> list[dict[str, Any]]:
-    """The notes of a seed file, checked: a JSON array of objects, or one object per line."""
+def check_entry(entry: dict[str, Any], max_chars: int) -> None:
+    """The checks add_memory applies to a new note's fields (brain/memory/write.py,
+    new_payload), run before any entry is written: a bad third entry must not leave the first
+    two stored. ``max_chars``: ``[memory] max_content_chars``."""
+    from brain.memory.core import check_project, require_enum, require_text
+    from brain.notes import NEW_MEMORY_TYPES, NOTE_KINDS
+    from brain.trust import tenancy
+    from brain.trust.limits import check_tags
+
+    for name in ("project", "memory_type", "note_kind", "visibility", "context"):
+        value = entry.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgument(f"{name} must be a string", field=name)
+    if not isinstance(entry.get("pinned", False), bool):
+        raise InvalidArgument("pinned must be true or false", field="pinned")
+    if entry.get("project") is not None:
+        check_project(entry["project"])
+    require_enum(entry.get("memory_type", "permanent"), NEW_MEMORY_TYPES, "memory_type")
+    require_enum(entry.get("note_kind", "general"), NOTE_KINDS, "note_kind")
+    tenancy.check_visibility(entry.get("visibility", "shared"))
+    if entry.get("tags") is not None:
+        check_tags(entry["tags"])
+    require_text(entry["content"], "content", max_chars)
+    if entry.get("context") is not None and entry["context"].strip():
+        require_text(entry["context"], "context", max_chars)
+
+
+def read_entries(path: Path, max_chars: int = MAX_TEXT_CHARS) -> list[dict[str, Any]]:
+    """The notes of a seed file, checked: a JSON array of objects, or one object per line,
+    each entry as add_memory would check it (``max_chars``: the content cap)."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -65,6 +96,11 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
         content = entry.get("content")
         if not isinstance(content, str) or not content.strip():
             raise SeedError(f"{path}: {where} {n} needs a non-empty \"content\" string")
+        try:
+            check_entry(entry, max_chars)
+        except BrainError as exc:
+            raise SeedError(f"{path}: {where} {n} is refused: [{exc.code}] {exc.message}; "
+                            "nothing was written") from None
         entries.append(entry)
     if not entries:
         raise SeedError(f"{path} holds no notes")
@@ -73,9 +109,12 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
 
 def _seed(args: argparse.Namespace) -> int:
     from brain.api import ToolCallError, open_brain
+    from config import load_settings
 
     try:
-        entries = read_entries(Path(args.file))
+        overrides = {"home": Path(args.home)} if args.home else {}
+        max_chars = load_settings(**overrides).memory.max_content_chars
+        entries = read_entries(Path(args.file), max_chars)
     except (SeedError, UnicodeDecodeError) as exc:
         print(f"brain seed: {exc}", file=sys.stderr)
         return 2

@@ -11,16 +11,54 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
+import socket
 from typing import Any
+
+from brain.errors import PortInUse
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def port_free(host: str, port: int) -> None:
+    """Refuse a taken HTTP port before anything starts: no token printed, no "Starting ...
+    on :PORT" line, no store opened. Bound as uvicorn binds (SO_REUSEADDR), then let go; a
+    process that takes the port in between still fails the start, later."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise PortInUse(f"port {port} on {host} is taken ({exc.strerror}): stop what holds "
+                            "it, or serve on another with 'brain serve --http --port N' (the "
+                            f"default is {DEFAULT_PORT}; clients then use that port in their "
+                            "URL)", host=host, port=port) from None
+
+
+class _CancelledShutdown(logging.Filter):
+    """Ctrl-C on ``brain serve --http``: uvicorn shuts down cleanly, then the interrupt
+    cancels the ASGI lifespan, whose shutdown reports the cancellation as an error whose text
+    is a traceback ending in ``CancelledError``. That is the interrupt, not a failure: the
+    command's one ``[INTERRUPTED]`` line says it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage().rstrip()
+        return not (text.startswith("Traceback") and text.endswith(
+            ("CancelledError", "KeyboardInterrupt")))
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.http:
+        port_free(args.host or DEFAULT_HOST, DEFAULT_PORT if args.port is None else args.port)
+        logging.getLogger("uvicorn.error").addFilter(_CancelledShutdown())
     mcp_server = importlib.import_module("mcp_server")
     argv = ["--http"] if args.http else []
     if args.host:
         argv += ["--host", args.host]
-    if args.port:
+    if args.port is not None:
         argv += ["--port", str(args.port)]
     mcp_server.main(argv)
     return 0

@@ -7,11 +7,13 @@ Brain, which would refuse it), holding the data dir so no server can serve it me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
 
-from brain.cli.common import open_brain, print_json
+from brain.cli.common import needs_the_store, print_json, run
+from brain.cli.ops import op
 
 
 def _settings() -> Any:
@@ -29,9 +31,13 @@ def _store_dir(settings: Any) -> Path:
     return Path(settings.home) / "store" / f"{settings.qdrant.collection}_g1"
 
 
+@op("snapshot")
+def snapshot_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.snapshots.take()
+
+
 def _snapshot(args: argparse.Namespace) -> int:  # noqa: ARG001
-    with open_brain() as brain:
-        print_json(brain.snapshots.take())
+    print_json(run("snapshot"))
     return 0
 
 
@@ -45,13 +51,22 @@ def _list(args: argparse.Namespace) -> int:  # noqa: ARG001
 
 
 def _restore(args: argparse.Namespace) -> int:
+    from brain.embedding.registry import resolve_record
     from brain.process.owner import exclusive
     from brain.store import snapshots
 
     s = _settings()
+    needs_the_store(s.home, "`brain restore`", "it replaces the store under the server: stop "
+                    "the server (close the agents using this brain), then run it again")
+    dimension = s.embedding.dimension or 0
+    with contextlib.suppress(Exception):  # the snapshot's own config names it anyway
+        dimension = resolve_record(s.embedding.model, s.embedding.dimension,
+                                   provider=s.embedding.provider).dimension
     with exclusive(s.home, "cli"):
+        # Verified before anything moves: a damaged snapshot is refused (StoreDamaged, exit 1)
+        # and the current store stays as it was.
         print_json(snapshots.restore(s.home, _store_dir(s), args.name, s.storage.min_free_mb,
-                                     s.graph_path))
+                                     s.graph_path, dimension))
     return 0
 
 
@@ -63,6 +78,8 @@ def _accept_loss(args: argparse.Namespace) -> int:  # noqa: ARG001
     from brain.vector_store import build_store
 
     s = _settings()
+    needs_the_store(s.home, "`brain accept-loss`", "it rewrites the store's baseline, which a "
+                    "running server has already checked: stop the server, then run it again")
     with exclusive(s.home, "cli"):
         store = build_store(home=Path(s.home), collection=f"{s.qdrant.collection}_g1",
                             url=s.qdrant.url, api_key=s.qdrant.api_key,
@@ -80,7 +97,8 @@ def _accept_loss(args: argparse.Namespace) -> int:  # noqa: ARG001
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("snapshot", help="snapshot the store now (no server may be running)")
+    p = sub.add_parser("snapshot", help="snapshot the store now (through the running server "
+                                        "when there is one)")
     p.set_defaults(func=_snapshot)
     p = sub.add_parser("snapshots", help="list the store snapshots, oldest first")
     p.set_defaults(func=_list)

@@ -1,151 +1,224 @@
 """``brain source add|list|update|remove``, ``brain sync``, ``brain fs-search``,
 ``brain repair-orphans``.
 
-A CLI process owns the brain only while the command runs, so ``brain sync`` always waits
-for its job (showing a progress bar); leaving would cancel it.
+``brain sync`` and ``brain source reembed --confirm`` queue a job and follow it (one progress
+line on stderr). While a server owns the data dir the job runs in its queue: Ctrl-C detaches
+and the job continues (``brain source cancel NAME`` stops it). Without a server the command
+opens the brain itself, so Ctrl-C cancels the job (the brain closes with the command).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
-from brain.cli.common import open_brain, print_json
+from brain.cli.common import Door, Status, door, print_json, run
+from brain.cli.ops import op
 from brain.sources.registry import EDITABLE_FIELDS, TRIGGERS
 
 
+@op("source.add")
+def add_work(b: Any, a: dict[str, Any]) -> Any:
+    res = b.sources.add(a["path"], a.get("name"), a.get("project"), a.get("trigger"),
+                        a.get("exclude"), a.get("include"), a.get("max_scan_files"),
+                        a.get("interval_s"), use_gitignore=a.get("use_gitignore") is not False,
+                        sync=False, pinned=a.get("pinned"),
+                        consent=True)  # the user names the folder: recorded as allowed
+    return {"source": res["source"], "granted_root": res.get("granted_root")}
+
+
+@op("source.list")
+def list_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.list(a.get("project"))
+
+
+@op("source.update")
+def update_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.update(a["source"], **dict(a.get("changes") or {}))["source"]
+
+
+@op("source.remove")
+def remove_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.remove(a["source"], purge=bool(a.get("purge")))
+
+
+@op("source.sync")
+def sync_work(b: Any, a: dict[str, Any]) -> Any:
+    """Queue the sync (its job id comes back at once; the command follows the job)."""
+    svc = b.sources
+    return svc.rescan(a["source"]) if a.get("rescan") else svc.sync(a["source"])
+
+
+@op("source.job")
+def job_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.job(a["job"])
+
+
+@op("source.jobs")
+def jobs_work(b: Any, a: dict[str, Any]) -> Any:
+    if a.get("job"):
+        return b.sources.job(a["job"])
+    found = b.sources.jobs(a.get("source"))
+    return {"jobs": found, "count": len(found)}
+
+
+@op("source.cancel")
+def cancel_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.cancel(a.get("job"), a.get("source"))
+
+
+@op("source.wait")
+def wait_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.wait(a["job"], float(a.get("timeout_s") or 10))
+
+
+@op("source.reset")
+def reset_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.reset_state(a["source"])
+
+
+@op("source.reembed")
+def reembed_work(b: Any, a: dict[str, Any]) -> Any:
+    """The estimate, or (``confirm``) the queued re-embedding job, which the command follows."""
+    return b.sources.reembed(a["source"], a.get("path"), bool(a.get("confirm")))
+
+
+@op("fs-search")
+def fs_search_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.search(a["query"], a.get("mode") or "semantic", project=a.get("project"),
+                            source=a.get("source"), folder=a.get("folder"),
+                            path_glob=a.get("glob"), category=a.get("category"),
+                            tags=a.get("tag"), limit=int(a.get("limit") or 10),
+                            fixed=bool(a.get("fixed")),
+                            case_insensitive=bool(a.get("ignore_case")))
+
+
+@op("repair-orphans")
+def repair_work(b: Any, a: dict[str, Any]) -> Any:
+    return b.sources.repair_orphans(dry_run=not a.get("delete"))
+
+
 def _add(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        res = b.sources.add(
-            os.path.abspath(os.path.expanduser(args.path)),  # the shell's cwd is the base
-            args.name,
-            args.project,
-            args.trigger,
-            args.exclude,
-            args.include,
-            args.max_scan_files,
-            args.interval_s,
-            use_gitignore=args.use_gitignore is not False,  # unset: on
-            sync=False,
-            pinned=args.pinned,
-        )
-        print_json(res["source"])
+    res = run("source.add", {
+        "path": os.path.abspath(os.path.expanduser(args.path)),  # the shell's cwd is the base
+        "name": args.name, "project": args.project, "trigger": args.trigger,
+        "exclude": args.exclude, "include": args.include,
+        "max_scan_files": args.max_scan_files, "interval_s": args.interval_s,
+        "use_gitignore": args.use_gitignore, "pinned": args.pinned})
+    if res.get("granted_root"):
+        print(f"allowed {res['granted_root']} for this brain (recorded in its data dir)",
+              file=sys.stderr)
+    print_json(res["source"])
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        print_json(b.sources.list(args.project))
+    print_json(run("source.list", {"project": args.project}))
     return 0
 
 
 def _update(args: argparse.Namespace) -> int:
     changes = {k: getattr(args, k) for k in EDITABLE_FIELDS if getattr(args, k) is not None}
-    with open_brain() as b:
-        print_json(b.sources.update(args.source, **changes)["source"])
+    print_json(run("source.update", {"source": args.source, "changes": changes}))
     return 0
 
 
 def _remove(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        print_json(b.sources.remove(args.source, purge=args.purge))
+    print_json(run("source.remove", {"source": args.source, "purge": args.purge}))
     return 0
 
 
 def _sync(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        svc = b.sources
-        job = svc.rescan(args.source) if args.rescan else svc.sync(args.source)
-        job = follow(svc, job["job_id"], show=not args.quiet)
+    with door() as d:
+        job = d.run("source.sync", {"source": args.source, "rescan": args.rescan})
+        job = follow(d, job["job_id"], args.source, show=not args.quiet)
         print_json(job)
+        if job.get("detached"):
+            return 130
         return 0 if job["status"] == "done" else 1
 
 
-def follow(svc: Any, job_id: str, show: bool = True) -> dict[str, Any]:
-    """Wait for a job, drawing a tqdm bar of files done; Ctrl-C cancels the job."""
-    from tqdm import tqdm
+def _line(job: dict[str, Any]) -> str:
+    p = job.get("progress") or {}
+    total = p.get("files_total")
+    files = f"{p.get('files_done', 0)}/{total}" if total else str(p.get("files_done", 0))
+    return (f"{job.get('kind') or 'sync'}: {files} files, {p.get('chunks_embedded', 0)} chunks "
+            f"({p.get('phase', job['status'])})")
 
-    bar = tqdm(total=0, unit="file", disable=not show, desc="sync")
+
+def follow(d: Door, job_id: str, source: str, show: bool = True,
+           poll_s: float = 0.3) -> dict[str, Any]:
+    """Wait for a sources job, one updating progress line on stderr. Ctrl-C: in a server's
+    queue the job continues (the command detaches and says how to cancel it); in this
+    command's own brain it is cancelled (the brain closes with the command)."""
+    job: dict[str, Any] = {"job_id": job_id, "status": "queued"}
+    status = Status(show)
     try:
         while True:
-            job = svc.job(job_id)
-            p = job.get("progress") or {}
-            bar.total = p.get("files_total") or bar.total
-            bar.n = p.get("files_done", 0)
-            bar.set_postfix(
-                phase=p.get("phase", job["status"]),
-                chunks=p.get("chunks_embedded", 0),
-                refresh=False,
-            )
-            bar.refresh()
+            job = d.run("source.job", {"job": job_id})
+            status.show(_line(job))
             if job["status"] not in ("queued", "running"):
                 return job
-            time.sleep(0.2)
+            time.sleep(poll_s)
     except KeyboardInterrupt:
-        svc.cancel(job_id)
-        return svc.wait(job_id, 10)
+        if d.owner is not None:
+            print(f"\nbrain: detached; sync job {job_id} continues in the server (pid "
+                  f"{d.pid}): `brain source jobs --job {job_id}` shows it, "
+                  f"`brain source cancel {source}` cancels it", file=sys.stderr, flush=True)
+            return {**job, "detached": True}
+        print(f"\nbrain: cancelling sync job {job_id} (it runs in this command's own brain, "
+              "which closes with it)", file=sys.stderr, flush=True)
+        d.run("source.cancel", {"job": job_id})
+        return dict(d.run("source.wait", {"job": job_id, "timeout_s": 10}))
     finally:
-        bar.close()
+        status.end()
 
 
 def _reset(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        print_json(b.sources.reset_state(args.source))
+    print_json(run("source.reset", {"source": args.source}))
     return 0
 
 
 def _reembed(args: argparse.Namespace) -> int:
     """Without --confirm only the estimate; with it, the re-embedding job, followed."""
-    with open_brain() as b:
-        out = b.sources.reembed(args.source, args.path, args.confirm)
+    with door() as d:
+        out = d.run("source.reembed", {"source": args.source, "path": args.path,
+                                       "confirm": args.confirm})
         if args.confirm and "job_id" in out:
-            out = follow(b.sources, out["job_id"], show=not args.quiet)
+            out = follow(d, out["job_id"], args.source, show=not args.quiet)
         print_json(out)
-    return 0
+    return 130 if out.get("detached") else 0
 
 
 def _jobs(args: argparse.Namespace) -> int:
     """Recorded sync jobs (sources.db): one by id, or those of a source, or all."""
-    with open_brain() as b:
-        if args.job:
-            print_json(b.sources.job(args.job))
-        else:
-            found = b.sources.jobs(args.source)
-            print_json({"jobs": found, "count": len(found)})
+    print_json(run("source.jobs", {"job": args.job, "source": args.source}))
     return 0
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        print_json(b.sources.cancel(args.job, args.source))
+    source = args.source or args.name
+    if not (args.job or source):
+        from brain.errors import InvalidArgument
+
+        raise InvalidArgument("name the source (brain source cancel NAME) or a job "
+                              "(--job ID) to cancel")
+    print_json(run("source.cancel", {"job": args.job, "source": source}))
     return 0
 
 
 def _fs_search(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        print_json(
-            b.sources.search(
-                args.query,
-                args.mode,
-                project=args.project,
-                source=args.source,
-                folder=args.folder,
-                path_glob=args.glob,
-                category=args.category,
-                tags=args.tag,
-                limit=args.limit,
-                fixed=args.fixed,
-                case_insensitive=args.ignore_case,
-            )
-        )
+    print_json(run("fs-search", {k: getattr(args, k) for k in (
+        "query", "mode", "project", "source", "folder", "glob", "category", "tag", "limit",
+        "fixed", "ignore_case")}))
     return 0
 
 
 def _repair(args: argparse.Namespace) -> int:
-    with open_brain() as b:
-        print_json(b.sources.repair_orphans(dry_run=not args.delete))
+    print_json(run("repair-orphans", {"delete": args.delete}))
     return 0
 
 
@@ -199,8 +272,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     jobs.add_argument("--source", default=None)
     jobs.add_argument("--job", default=None, help="one job id")
     jobs.set_defaults(func=_jobs)
-    cnl = ssub.add_parser("cancel", help="cancel a queued or running sync job")
-    cnl.add_argument("--source", default=None)
+    cnl = ssub.add_parser("cancel", help="cancel a source's queued and running sync jobs "
+                                         "(or one: --job ID)")
+    cnl.add_argument("name", nargs="?", default=None, help="the source (name or id)")
+    cnl.add_argument("--source", default=None, help=argparse.SUPPRESS)  # the older spelling
     cnl.add_argument("--job", default=None, help="one job id")
     cnl.set_defaults(func=_cancel)
 
@@ -210,7 +285,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--wait",
         action="store_true",
         default=True,
-        help="wait for the job (always: the CLI owns the brain only while it runs)",
+        help="wait for the job (always; with a server running, Ctrl-C detaches)",
     )
     sync.add_argument("--rescan", action="store_true", help="re-read every file")
     sync.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import shutil
+import sqlite3
 import threading
 import time
 import uuid
@@ -33,7 +35,14 @@ from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import query_vector
 from brain.embedding.registry import Embedder
-from brain.errors import FileNotFound, FileTooLarge, InvalidArgument
+from brain.errors import (
+    FileNotFound,
+    FileTooLarge,
+    InvalidArgument,
+    StoreDamaged,
+    disk_full,
+    is_no_space,
+)
 from brain.files.retention import Keeper
 from brain.files.store import BlobStore, DuplicateContent, FileRecords, TextStore
 from brain.files.worker import FileWorker, chunk_point_id, chunks_of
@@ -53,6 +62,7 @@ __all__ = ["FilesDeps", "FilesService", "chunk_point_id", "clamp_limit", "start"
 
 STATUSES = ("processing", "ready", "failed")
 MAX_SEARCH_LIMIT = 30
+_SLACK = 1 << 20  # an upload leaves at least this free beyond its own bytes (temp file, fsync)
 _SECRET_FILES = compile_spec(SECRET_EXCLUDES)
 _PUBLIC = (
     "id", "file_name", "file_size", "content_hash", "project", "status", "chunks_count",
@@ -150,7 +160,7 @@ class FilesService:
         if existing is not None:
             return self._deduped(existing, data)
         file_id = uuid.uuid4().hex[:16]
-        storage_path = self.keeper.stash(file_id, sha, data)
+        storage_path = self._stash(file_id, sha, data, file_path.name)
         now = iso(self.deps.clock.now())
         rec: dict[str, Any] = {
             "id": file_id,
@@ -170,6 +180,12 @@ class FilesService:
         }
         try:
             self.records.insert(rec)
+        except sqlite3.OperationalError as exc:  # "database or disk is full"
+            self.keeper.discard_stash(storage_path)
+            if "full" in str(exc) or is_no_space(exc.__context__ or exc):
+                raise disk_full(f"record the upload {file_path.name}",
+                                str(self.keeper.blobs.root), needed=len(data)) from None
+            raise
         except DuplicateContent:  # a concurrent upload of the same bytes won the race
             self.keeper.discard_stash(storage_path)
             raced = self.records.by_hash(who.user_id, scope, sha)
@@ -178,6 +194,21 @@ class FilesService:
             return public(raced, deduped=True)
         self._enqueue(rec["id"], 1)
         return public(rec, deduped=False)
+
+    def _stash(self, file_id: str, sha: str, data: bytes, name: str) -> str:
+        """The upload's bytes on disk, or DISK_FULL (free and needed figures) when they do
+        not fit: checked first, and an ENOSPC met while writing is the same error (the
+        partial copy is removed by write_whole), never an untyped ``[Errno 28]``."""
+        root = str(self.keeper.blobs.root)
+        what = f"store the upload {name}"
+        if shutil.disk_usage(_existing(self.keeper.blobs.root)).free < len(data) + _SLACK:
+            raise disk_full(what, root, needed=len(data))
+        try:
+            return self.keeper.stash(file_id, sha, data)
+        except OSError as exc:
+            if is_no_space(exc):
+                raise disk_full(what, root, needed=len(data)) from None
+            raise
 
     def _check_path(self, path: str | Path) -> Path:
         if not str(path).strip():
@@ -227,7 +258,8 @@ class FilesService:
         rec = self.records.get(str(file_id).strip())
         if rec is None or not tenancy.visible(rec, self.caller):
             raise FileNotFound(
-                f"no uploaded file {file_id!r}; list_files shows the ids", file_id=file_id
+                f"no uploaded file {file_id!r}; 'brain files list' (the files tool's list "
+                "action) shows the ids", file_id=file_id
             )
         return rec
 
@@ -245,6 +277,7 @@ class FilesService:
         they are kept, else re-chunked from its stored (redacted) text."""
         rec = self._owned(file_id)
         with self._write_lock:
+            self._check_source(rec)
             if self.blobs.has(rec["storage_path"]):
                 self.texts.remove(rec["id"])  # parse the bytes again (a newer parser)
             elif not self.keeper.has_source(rec):
@@ -263,6 +296,27 @@ class FilesService:
             raise FileNotFound(f"file {file_id!r} was deleted meanwhile", file_id=file_id)
         self._enqueue(rec["id"], generation)
         return public(updated)
+
+    def _check_source(self, rec: dict[str, Any]) -> None:
+        """A reprocess drops the file's chunks before it indexes the file again: refuse it,
+        keeping the chunks, when what it would index from is damaged (kept bytes whose hash
+        is not the upload's, a stored text that fails its digest or does not parse)."""
+        fault, where = None, ""
+        if self.blobs.has(rec["storage_path"]):
+            where = str(self.blobs.root / rec["storage_path"])
+            data = self.blobs.read(rec["storage_path"])
+            if rec.get("content_hash") and hashlib.sha256(data).hexdigest() != rec["content_hash"]:
+                fault = "its bytes no longer match the hash recorded at upload"
+        else:
+            where = str(self.texts.path(rec["id"]))
+            fault = self.texts.damage(rec["id"])
+        if fault is not None:
+            raise StoreDamaged(
+                f"{rec['file_name']} cannot be reprocessed: its stored copy {where} is "
+                f"damaged ({fault}). Its {rec.get('chunks_count') or 0} chunks were kept and "
+                "still answer search_files; upload the file again to index it anew, or "
+                "restore a snapshot (`brain snapshots`, `brain restore NAME`).",
+                file_id=rec["id"], path=where)
 
     def restore(self, rec: dict[str, Any], text: dict[str, Any] | None,
                 raw: bytes | None) -> bool:
@@ -415,6 +469,12 @@ class FilesService:
             raise FileNotFound(f"file {existing['id']!r} was deleted meanwhile")
         self._enqueue(existing["id"], generation)
         return public(updated, deduped=True)
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
 
 
 def clamp_limit(limit: int) -> tuple[int, str | None]:

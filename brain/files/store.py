@@ -21,6 +21,7 @@ race-free.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -155,6 +156,16 @@ class BlobStore:
         return sum(1 for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
 
 
+DIGEST = "sha256"
+
+
+def text_digest(doc: dict[str, Any]) -> str:
+    """The digest of a stored text's content: its text, page spans and format."""
+    body = json.dumps([doc.get("text"), doc.get("pages"), doc.get("format")],
+                      ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
 class TextStore:
     """The parsed, redacted text of each upload (with its page spans), by record id."""
 
@@ -165,6 +176,10 @@ class TextStore:
         return self.root / f"{file_id}.json"
 
     def put(self, file_id: str, doc: dict[str, Any]) -> None:
+        """Keep ``doc`` with a digest of its text and pages (``sha256``), so a damaged file
+        is told from a good one before anything is rebuilt from it (:meth:`damage`)."""
+        doc = {k: v for k, v in doc.items() if k != DIGEST}
+        doc[DIGEST] = text_digest(doc)
         write_whole(self._path(file_id), json.dumps(doc, ensure_ascii=False).encode("utf-8"))
 
     def get(self, file_id: str) -> dict[str, Any] | None:
@@ -172,6 +187,25 @@ class TextStore:
             return dict(json.loads(self._path(file_id).read_text("utf-8")))
         except (FileNotFoundError, ValueError):
             return None
+
+    def path(self, file_id: str) -> Path:
+        return self._path(file_id)
+
+    def damage(self, file_id: str) -> str | None:
+        """What is wrong with the stored text of ``file_id`` (None: sound, or none stored):
+        not UTF-8 JSON, no text, or a text whose digest is not the one kept with it."""
+        try:
+            doc = json.loads(self._path(file_id).read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            return f"it cannot be read as JSON ({type(exc).__name__}: {exc})"
+        if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+            return "it holds no text"
+        kept = doc.get(DIGEST)
+        if kept is not None and kept != text_digest(doc):
+            return "its text no longer matches the digest kept when it was stored"
+        return None
 
     def has(self, file_id: str) -> bool:
         return self._path(file_id).is_file()

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from brain.errors import ConfigError
 from brain.private import fsync_dir
 
 STATE_FILE = "generations.json"
@@ -85,23 +86,55 @@ def _state_path(home: Path) -> Path:
 
 
 def load(home: Path) -> GenerationState:
-    """The saved state; a data dir that never switched is generation 1."""
+    """The saved state; a data dir that never switched is generation 1. A damaged file (cut
+    short, bytes flipped, fields of the wrong shape) is CONFIG_INVALID naming it, the
+    generations found on disk and the fix; nothing is changed."""
+    path = _state_path(home)
     try:
-        data = json.loads(_state_path(home).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return GenerationState()
+    except (OSError, ValueError) as exc:
+        raise _damaged(home, exc) from None
+    try:
+        return _parse(data)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise _damaged(home, exc) from None
+
+
+def _parse(data: Any) -> GenerationState:
+    if not isinstance(data, dict):
+        raise TypeError(f"a JSON object was expected, not {type(data).__name__}")
     rb = data.get("rebuild")
     rebuild = None
     if isinstance(rb, dict):
         rb = {k: v for k, v in rb.items() if k in Rebuild.__dataclass_fields__}
         rb["target"] = Target(**rb["target"])
         rebuild = Rebuild(**rb)
+    previous = data.get("previous")
     return GenerationState(
         active=int(data.get("active", 1)), active_model=str(data.get("active_model", "")),
         active_dimension=int(data.get("active_dimension", 0)),
-        previous=data.get("previous"), previous_model=str(data.get("previous_model", "")),
+        previous=None if previous is None else int(previous),
+        previous_model=str(data.get("previous_model", "")),
         previous_dimension=int(data.get("previous_dimension", 0)),
         rebuild=rebuild,
+    )
+
+
+def _damaged(home: Path, exc: Exception) -> ConfigError:
+    path = _state_path(home)
+    found = sorted(p.name for p in (Path(home) / "store").glob("*_g*") if p.is_dir())
+    on_disk = (f"the embedded store holds {', '.join(found)}" if found
+               else "no embedded store collection was found (a Qdrant server keeps its own)")
+    return ConfigError(
+        f"{path} is damaged ({type(exc).__name__}: {exc}); it records which generation of the "
+        f"store a start opens, and {on_disk}. Nothing was changed. Restore the file from a "
+        "backup, or write it again: "
+        '{"active": N, "active_model": "<model id>", "active_dimension": <size>} with N the '
+        "generation you served last (the highest `_gN`, unless you rolled back) and its "
+        "model; `brain model status` then shows the state. Deleting it opens generation 1.",
+        path=str(path), generations=found,
     )
 
 

@@ -1,12 +1,15 @@
 """What each lifecycle event does (stdlib only; runs in the hook process).
 
-- ``session-start``: open_session for the project, rendered within the session budget.
+- ``session-start``: open_session for the project, rendered within the session budget (a
+  turn starts, so the session's branch is known: its notes come first).
 - ``user-prompt``: search_memory for the prompt above the confidence floor, within the prompt
   budget; nothing when nothing is relevant.
 - ``post-tool``: a failed shell command becomes record_failure (signature = command shape +
   error class); a later success of the same shape becomes record_resolution of that failure.
   A file read or edited joins the session's turn (``turns`` in the state file): a note
   written in that turn cites it (brain/citations/turns.py). ``user-prompt`` starts a turn.
+  Each turn also records its git work tree and branch: a note written in a turn on a
+  branch stays on that branch until it merges (brain/citations/branches.py).
 - ``pre-compact`` / ``session-end`` / ``stop``: close_session with a summary of the transcript
   (``stop`` only when the session has moved on since its last handoff, and not more often
   than STOP_EVERY_S: it fires after every turn), and a bounded ``transcript_excerpt``
@@ -75,27 +78,61 @@ class Context:
         return self.owner.caller
 
 
+def git_root(payload: dict[str, Any]) -> str:
+    """The git work tree above the session's cwd (a worktree's own folder), or ""."""
+    parent = os.path.abspath(os.path.expanduser(str(payload.get("cwd") or ".")))
+    while True:
+        if os.path.exists(os.path.join(parent, ".git")):
+            return parent
+        up = os.path.dirname(parent)
+        if up == parent:
+            return ""
+        parent = up
+
+
+def branch_of(worktree: str) -> str:
+    """The branch checked out in ``worktree``, read from its HEAD file ("" when detached or
+    unreadable; no git process: a hook starts fast). A linked worktree's ``.git`` is a file
+    naming its git dir."""
+    if not worktree:
+        return ""
+    dot = os.path.join(worktree, ".git")
+    try:
+        if os.path.isfile(dot):
+            with open(dot, encoding="utf-8") as fh:
+                line = fh.read(4096).strip()
+            if not line.startswith("gitdir:"):
+                return ""
+            dot = os.path.join(worktree, line[7:].strip())
+        with open(os.path.join(dot, "HEAD"), encoding="utf-8") as fh:
+            head = fh.read(512).strip()
+    except OSError:
+        return ""
+    return head[16:] if head.startswith("ref: refs/heads/") else ""
+
+
 def project_of(payload: dict[str, Any], explicit: str = "") -> str:
     """The project a session works on: --project, else the name of the git root above cwd."""
     if explicit:
         return explicit[:128]
-    cwd = os.path.abspath(os.path.expanduser(str(payload.get("cwd") or ".")))
-    root, parent = cwd, cwd
-    while True:
-        if os.path.exists(os.path.join(parent, ".git")):
-            root = parent
-            break
-        up = os.path.dirname(parent)
-        if up == parent:
-            break
-        parent = up
+    root = git_root(payload) or os.path.abspath(
+        os.path.expanduser(str(payload.get("cwd") or ".")))
     name = _project_name(os.path.basename(root)).strip("-.")
     return (name or "general")[:128]
+
+
+def _where(payload: dict[str, Any], turn: dict[str, Any]) -> None:
+    """The turn's work tree and branch (brain/citations/branches.py scopes its notes)."""
+    worktree = git_root(payload)
+    if worktree:
+        turn["worktree"] = worktree
+        turn["branch"] = branch_of(worktree)
 
 
 def handle(event: str, payload: dict[str, Any], ctx: Context) -> str:
     project = project_of(payload, ctx.args.project)
     if event == "session-start":
+        new_turn(payload, project, ctx)  # open_session sees the session's branch (worktree)
         return session_start(payload, project, ctx)
     if event == "user-prompt":
         new_turn(payload, project, ctx)
@@ -204,6 +241,7 @@ def new_turn(payload: dict[str, Any], project: str, ctx: Context) -> None:
         turns = st.setdefault("turns", {})
         turns[session] = {"project": project, "user_id": ctx.caller.get("user_id", ""),
                           "at": time.time(), "files": []}
+        _where(payload, turns[session])
         for k in sorted(turns, key=lambda k: float(turns[k].get("at") or 0))[:-MAX_TURNS]:
             del turns[k]
 
@@ -219,6 +257,15 @@ def touched_file(payload: dict[str, Any], project: str, ctx: Context) -> None:
         return
     if not os.path.isabs(path):
         path = os.path.join(str(payload.get("cwd") or "."), path)
+    join_turn(payload, project, ctx, path)
+
+
+def join_turn(payload: dict[str, Any], project: str, ctx: Context, path: str = "") -> None:
+    """The session's current turn goes on (now, in the payload's work tree and branch),
+    with ``path`` among its files when given."""
+    session = str(payload.get("session_id") or "")
+    if not session:
+        return
     with client.state(ctx.home) as st:
         turns = st.setdefault("turns", {})
         turn = turns.get(session)
@@ -226,8 +273,10 @@ def touched_file(payload: dict[str, Any], project: str, ctx: Context) -> None:
             turn = turns[session] = {"project": project, "files": []}
         turn["user_id"] = ctx.caller.get("user_id", "")
         turn["at"] = time.time()
-        files = [f for f in turn.get("files") or [] if f != path]
-        turn["files"] = [*files, path][-MAX_TURN_FILES:]
+        _where(payload, turn)
+        if path:
+            files = [f for f in turn.get("files") or [] if f != path]
+            turn["files"] = [*files, path][-MAX_TURN_FILES:]
         for k in sorted(turns, key=lambda k: float(turns[k].get("at") or 0))[:-MAX_TURNS]:
             del turns[k]
 
@@ -245,6 +294,7 @@ def post_tool(payload: dict[str, Any], project: str, ctx: Context) -> None:
     sh, err, sig = shape.signature(command, output, code)
     key = f"{project}\x1f{sh}"
     if failed:
+        join_turn(payload, project, ctx)  # the failure note is written on the turn's branch
         _record_failure(payload, project, ctx, key, (command, output, code, sh, err, sig))
     else:
         _maybe_resolve(project, ctx, key, command)

@@ -24,6 +24,7 @@ and no ``kind`` is treated as a note. Other kinds (files, chunks, meta) are not 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -37,7 +38,7 @@ from tqdm import tqdm
 
 from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
-from brain.errors import Conflict, InvalidArgument
+from brain.errors import Conflict, InvalidArgument, disk_full, is_no_space
 from brain.files.service import FilesService
 from brain.maintenance import portable
 from brain.memory import MemoryService, bulk, hype, keyword_text
@@ -56,6 +57,7 @@ from brain.notes import (
 )
 from brain.private import private_file
 from brain.sources.service import SourcesService
+from brain.store.integrity import SpaceGuard
 from brain.store.meta import StoreMeta
 from brain.trust.identity import Identity
 from brain.trust.redact import redact_tree
@@ -351,8 +353,29 @@ class MaintenanceService:
         self.save_graph()
 
     # ------------------------------------------------------------------ export / import
-    def export_jsonl(self, path: str | Path, progress: bool = False) -> dict[str, Any]:
+    def export_jsonl(self, path: str | Path, progress: bool = False,
+                     keep_free_mb: float = 0.0) -> dict[str, Any]:
+        """Every note, link and counter as JSONL at ``path`` (written whole or not at all).
+        ``keep_free_mb``: the export stops with DISK_FULL, its partial file removed, before
+        the disk it writes to has less free (the brain's reserve, when it is the data dir's
+        disk); an ENOSPC is DISK_FULL the same way, never an untyped error and a full disk."""
         path = Path(path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        guard = SpaceGuard(path.parent, keep_free_mb) if keep_free_mb > 0 else None
+        try:
+            counts = self._export_to(tmp, progress, guard)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            if is_no_space(exc):
+                raise disk_full("write the export", str(path)) from None
+            raise
+        return {"path": str(path), **counts}
+
+    def _export_to(self, tmp: Path, progress: bool, guard: SpaceGuard | None
+                   ) -> dict[str, Any]:
         retired_flt = Filter(must=(Match("kind", "retired"),))
         header = {
             "type": "header",
@@ -363,10 +386,18 @@ class MaintenanceService:
             "dimension": self.meta.dimension,
         }
         notes = retired = 0
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+        lines = 0
+
+        def room() -> None:  # every 32 lines: the reserve stays free, or the export stops
+            nonlocal lines
+            lines += 1
+            if guard is not None and lines % 32 == 0:
+                guard.require("write the export")
+
         with open(tmp, "w", encoding="utf-8") as fh, _bar(self._count(), "export", progress) as bar:
             private_file(tmp)  # an export is the whole brain: owner-only wherever it goes
+            if guard is not None:
+                guard.require("write the export")
             fh.write(json.dumps(header) + "\n")
             for pt in self.note_points():
                 fh.write(
@@ -377,20 +408,22 @@ class MaintenanceService:
                 )
                 notes += 1
                 bar.update(1)
+                room()
             for pt in scroll_all(self.store, retired_flt):
                 fh.write(json.dumps({"type": "retired", "id": pt.id, "payload": pt.payload}) + "\n")
                 retired += 1
+                room()
             extras: Counter[str] = Counter()
             if self.sources is not None and self.files is not None:
                 for line in portable.export_records(self.sources, self.files):
                     fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
                     extras[line["type"]] += 1
+                    room()
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
         # HyPE questions are not exported: derived data, written again by the importing
         # brain's model (brain/memory/hype.py).
-        return {"path": str(path), "notes": notes, "retired": retired,
+        return {"notes": notes, "retired": retired,
                 "hype_skipped": hype.count(self.store),
                 "sources": extras["source"], "documents": extras["document"],
                 "jobs": extras["job"]}

@@ -127,9 +127,18 @@ def write(memory: MemoryService, points: Sequence[Point]) -> None:
     service's write lock (adds and updates made meanwhile wait for the batch, not the
     import)."""
     with memory._write_lock:
+        if any(pt.payload.get("links") for pt in points):
+            # Before the write: a crash before the graph's cache is saved leaves the cache's
+            # number behind the store's, and the next start rebuilds the links (an import of
+            # an export brings its notes' links).
+            memory.meta.mark_graph_dirty()
         memory.store.upsert(list(points))
         for pt in points:
-            memory.graph.upsert_node(pt.payload["zk_id"])
+            p = pt.payload
+            if p.get("links"):
+                memory.graph.set_links(p["zk_id"], list(p["links"]), dict(p.get("link_types") or {}))
+            else:
+                memory.graph.upsert_node(p["zk_id"])
 
 
 def bulk_add(

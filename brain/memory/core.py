@@ -73,6 +73,12 @@ class Citer(Protocol):
     def demote(self, cands: list[Any]) -> list[Any]: ...
 
 
+class BranchView(Protocol):
+    """The caller's git branch in a project (brain/citations/branches.py); None without git."""
+
+    def current(self, project: str) -> str | None: ...
+
+
 class SessionThreads:
     """The last note each (user, agent, project) added in its open session: the next note's
     ``thread_prev`` neighbour when ``session_context`` is on (never its context). open_session
@@ -213,6 +219,8 @@ class NoteCore:
         self._hype: bool | None = None  # whether the store holds HyPE points (lazy)
         # Set by brain/app.py: the citations of notes (none: notes carry no citations).
         self.citer: Citer | None = None
+        # Set by brain/app.py: the caller's branch (none: every note is project-wide).
+        self.branches: BranchView | None = None
 
     def has_hype(self) -> bool:
         """Whether any hypothetical-question point exists: a search skips the HyPE leg

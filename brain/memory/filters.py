@@ -45,6 +45,7 @@ class RecallFilter:
     all_projects: bool = False
     # What the brain believed then: an ISO date or date-time (brain/memory/supersede.py).
     as_of: str | None = None
+    branch: str = ""  # "": the caller's branch; "*": every branch; else that branch's view
 
 
 def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
@@ -82,6 +83,7 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
     for rule in rf.custom:  # a negated rule only narrows: it can never widen what is seen
         cond, negated = _custom_condition(rule)
         (must_not if negated else must).append(cond)
+    must_not.extend(branch_conditions(m, rf, project))
     if rf.fingerprint_match and recall_key.complete(m.meta.data):
         # Kind, state, model, tenancy and session records in one indexed condition: each
         # condition is a check at every node of the HNSW walk (brain/store/recall_key.py).
@@ -138,6 +140,31 @@ def _commit_time(m: NoteCore, ref: str, project: str) -> float | None:
     except InvalidArgument:  # not a ref's shape
         return None
     return float(t) if t is not None else None
+
+def branch_conditions(m: NoteCore, rf: RecallFilter, project: str | None) -> list[Filter]:
+    """What the branch rule hides (brain/citations/branches.py): notes still open on a
+    branch other than the one asked for (``rf.branch``, else the caller's). Nothing for
+    ``"*"``, without git, or across projects (no one branch is current there)."""
+    asked = rf.branch or ""
+    if not isinstance(asked, str) or len(asked) > 200 or asked.startswith("-") or any(
+            c.isspace() for c in asked):
+        raise InvalidArgument(f"{str(asked)[:60]!r} is not a branch: pass a branch name, "
+                              '"*" for every branch, or leave it out for yours',
+                              field="branch")
+    # Asked even for "*" or a named branch: the answer notices a merge or a deleted branch
+    # (brain/citations/branches.py promotes or archives before this search runs).
+    current = (m.branches.current(project) if m.branches is not None and project
+               and not rf.all_projects else None)
+    if asked == "*":
+        return []
+    open_ = Range("branch_open", gte=1)
+    if not asked:
+        if current is None:
+            return []
+        if not current:  # a detached HEAD: on no branch, so no branch's notes
+            return [Filter(must=(open_,))]
+        asked = current
+    return [Filter(must=(open_,), must_not=(Match("branch", asked),))]
 
 
 def salience_condition(m: NoteCore, floor: float) -> Filter:

@@ -161,6 +161,10 @@ class LinkGraph:
         self.notes = NoteIds()  # every note's id
         self.seq = 0
         self.last_save_s = 0.0
+        # Why the last :meth:`load` did not use the cache: None (used, or no file), or the
+        # cache's own sequence number when it was older than the store's (a crash between a
+        # link write and the cache's save: the caller warns that it rebuilt).
+        self.stale_seq: int | None = None
         self._lock = threading.RLock()
 
     # -- building ---------------------------------------------------------------------------
@@ -190,9 +194,14 @@ class LinkGraph:
 
     def load(self, expected_seq: int) -> bool:
         """Load the cache if it is present, well-formed and current. True when used."""
+        self.stale_seq = None
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-            if data.get("version") != CACHE_VERSION or data.get("seq") != expected_seq:
+            if data.get("version") != CACHE_VERSION:
+                return False
+            if data.get("seq") != expected_seq:
+                seq = data.get("seq")
+                self.stale_seq = seq if isinstance(seq, int) else -1
                 return False
             ids = NoteIds.load(data["notes"])
             g = nx.DiGraph()
@@ -212,21 +221,28 @@ class LinkGraph:
         """The saver's pause before its next save: ``base_s``, or longer when saves are slow."""
         return max(base_s, self.last_save_s / SAVE_SHARE)
 
-    def save(self) -> None:
+    def save(self, data: dict[str, Any] | None = None) -> None:
+        """Write the cache: ``data`` (a :meth:`dump` taken earlier), else the graph now."""
         t0 = time.monotonic()
         try:
-            self._save()
+            self._save(data if data is not None else self.dump())
         finally:
             self.last_save_s = time.monotonic() - t0
 
-    def _save(self) -> None:
+    def dump(self, seq: int | None = None) -> dict[str, Any]:
+        """The cache's content now, stamped ``seq`` (default: the graph's own). Taken under
+        the caller's write lock, it pairs a sequence number with exactly its links."""
         with self._lock:
-            data = {
+            if seq is not None:
+                self.seq = seq
+            return {
                 "version": CACHE_VERSION,
                 "seq": self.seq,
                 "notes": self.notes.dump(),
                 "edges": [[s, d, a.get("relation", "related")] for s, d, a in self.g.edges(data=True)],
             }
+
+    def _save(self, data: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".graph-", suffix=".json")
         try:
@@ -321,6 +337,23 @@ class LinkGraph:
         with self._lock:
             return [(s, d, a.get("relation", "related")) for s in ids if s in self.g
                     for d, a in self.g[s].items() if d in ids]
+
+    def missing_links(self, notes: Iterable[dict[str, Any]]) -> tuple[int, int]:
+        """Counts ``notes`` (payloads read from the store) with links against the graph's edges:
+        (notes with links, of them those whose link to a note the graph knows is not an
+        edge). A rebuild from the store makes every such link an edge (a link to an id that
+        is no note is dropped), so after one the second number is 0."""
+        linked = missing = 0
+        with self._lock:
+            for p in notes:
+                src, links = p.get("zk_id"), p.get("links") or ()
+                if not links or not isinstance(src, str):
+                    continue
+                linked += 1
+                if any(isinstance(d, str) and d in self.notes and not self.g.has_edge(src, d)
+                       for d in links):
+                    missing += 1
+        return linked, missing
 
     def stats(self) -> dict[str, int]:
         with self._lock:

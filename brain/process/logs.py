@@ -61,6 +61,7 @@ def setup_logging(home: Path, level: str = "INFO") -> None:
         fh.setFormatter(RedactingFormatter(FORMAT))
         root.addHandler(fh)
     except OSError as exc:
-        root.warning("cannot write the log file in %s: %s", home, exc)
+        root.warning("cannot write brain.log in %s (%s); logging to stderr only", home,
+                     exc.strerror or exc)
     for noisy in ("httpx", "httpcore", "sentence_transformers", "huggingface_hub", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brain.errors import InvalidArgument, StoreLocked
+from brain.errors import ConfigError, InvalidArgument, StoreLocked
+from brain.private import fsync_dir
 
 if TYPE_CHECKING:  # the brain these functions serve is built above them, in app.py
     from brain.app import Brain
@@ -60,7 +61,10 @@ def _write_private(path: Path, text: str) -> None:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())  # a crash after the rename leaves the whole file, not a cut
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -171,7 +175,8 @@ def held_message(home: Path) -> str:
         what = "the brain CLI" if info.kind == "cli" else f"a {info.kind} server"
         return (
             f"the brain at {home} is served by pid {info.pid} ({what}); stop it or retry "
-            "(MCP servers share it automatically; CLI commands need it to themselves)"
+            "(MCP servers and brain commands share a running server; a command that opened the "
+            "brain itself holds it until it ends)"
         )
     return f"the brain at {home} is in use by another process; stop it or retry"
 
@@ -223,18 +228,24 @@ def token_digest(token: str) -> str:
 
 
 def load_tokens(home: Path) -> dict[str, Identity]:
-    """Per-caller HTTP tokens: sha256 digest -> identity (the file never holds a token)."""
+    """Per-caller HTTP tokens: sha256 digest -> identity (the file never holds a token).
+    A damaged file (cut short, bytes flipped, not the expected shape) is CONFIG_INVALID
+    naming it and the way back; nothing is changed."""
     path = Path(home) / TOKENS_FILE
     if not path.is_file():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return {d: Identity(str(v["user_id"]), str(v["agent_id"])) for d, v in data.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InvalidArgument(
-            f"{path} is not a valid tokens file ({exc}); fix or delete it, "
-            "then add tokens with `brain token add`"
-        ) from exc
+        return {str(d): Identity(str(v["user_id"]), str(v["agent_id"]))
+                for d, v in data.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(
+            f"{path} is damaged or not a tokens file ({type(exc).__name__}: {exc}); the "
+            "per-caller HTTP tokens cannot be checked, so they are refused (the home token "
+            "in http.token still works). Restore the file from a backup, or move it aside "
+            "and give each caller a new token with `brain token add --user U --agent A`.",
+            path=str(path),
+        ) from None
 
 
 def add_token(home: Path, user_id: str, agent_id: str) -> str:

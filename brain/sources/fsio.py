@@ -203,7 +203,8 @@ class FsService:
     def _excluded(self, loc: Located) -> PathExcluded:
         return PathExcluded(
             f"{loc.rel} is excluded by the filters of source {loc.rec.name!r} (its exclude "
-            "rules, .gitignore or built-in excludes); change them with update_source.",
+            "rules, .gitignore or built-in excludes); change them with 'brain source update' "
+            "(the sources tool's update action).",
             path=loc.rel,
         )
 
@@ -307,12 +308,13 @@ class FsService:
                     "content": str(pl.get("content", "")), "truncated": bool(pl.get("truncated")),
                     "size": pl.get("size"), "content_hash": pl.get("content_hash")}
         if entry == "dir":
-            raise InvalidArgument(f"{loc.rel} is a folder; list it with fs_list.", path=loc.rel)
+            raise InvalidArgument(f"{loc.rel} is a folder; list it with fs(action='list').",
+                                  path=loc.rel)
         if os.path.isfile(loc.full) and not loc.flt.admits(loc.rel):
             raise self._excluded(loc)
         raise FileNotFound(
             f"no file {loc.rel!r} in source {loc.rec.name!r}, on disk or in the index; "
-            "list the folder with fs_list.",
+            "list the folder with fs(action='list').",
             path=loc.rel,
         )
 
@@ -376,7 +378,7 @@ class FsService:
         if loc.rel and not entries and not os.path.isdir(loc.full):
             raise FileNotFound(
                 f"no folder {loc.rel!r} in source {loc.rec.name!r}, on disk or in the index; "
-                "list its parent with fs_list.",
+                "list its parent with fs(action='list').",
                 path=loc.rel,
             )
         entries.sort(key=lambda e: (e["type"] != "dir", e["name"]))
@@ -405,7 +407,7 @@ class FsService:
         except FileNotFoundError:
             return files, dirs
         except NotADirectoryError as exc:
-            raise InvalidArgument(f"{loc.rel} is a file; read it with fs_read.") from exc
+            raise InvalidArgument(f"{loc.rel} is a file; read it with fs(action='read').") from exc
         with it:
             for de in it:
                 rel = f"{loc.rel}/{de.name}" if loc.rel else de.name
@@ -466,7 +468,7 @@ class FsService:
         size = len(content.encode("utf-8", "surrogatepass"))
         if size > self.cfg.max_write_bytes:
             raise FileTooLarge(
-                f"content is {size} bytes, more than fs_write's cap of "
+                f"content is {size} bytes, more than fs(action='write')'s cap of "
                 f"{self.cfg.max_write_bytes} (BRAIN__FS__MAX_WRITE_BYTES); write a smaller file.",
                 size=size,
                 cap=self.cfg.max_write_bytes,
@@ -500,12 +502,12 @@ class FsService:
             return None
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             raise InvalidArgument(
-                f"{loc.rel} is a link or not a regular file; fs_write replaces only plain "
-                "files (write the link's target by its own path).",
+                f"{loc.rel} is a link or not a regular file; fs(action='write') replaces "
+                "only plain files (write the link's target by its own path).",
                 path=loc.rel,
             )
         return self._read_bytes(loc, size_cap(loc.rel), "more than a source indexes; "
-                                "fs_write does not replace it.")
+                                "fs(action='write') does not replace it.")
 
     def _journal(self, loc: Located, data: bytes, before: bytes | None) -> Change:
         who = self.sources.caller

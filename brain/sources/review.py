@@ -15,6 +15,7 @@ again at apply, under the caller's identity: another caller's change is CHANGE_N
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ from brain.sources.journal import APPROVED, PENDING, REVERTED, Change
 from brain.sources.points import file_point_id
 from brain.sources.walker import open_beneath, size_cap
 from brain.trust import tenancy
+from brain.trust.identity import Identity
 from brain.trust.redact import redact
 
 STATUSES = ("pending", "approved", "reverted", "all")
@@ -49,7 +51,8 @@ class ChangeReview:
         change = self.journal.get(change_id)
         if change is None or not tenancy.visible(change.to_dict(), self.fs.sources.caller):
             raise ChangeNotFound(
-                f"no change {change_id!r}; list_changes shows the ones you may review.",
+                f"no change {change_id!r}; 'brain changes list' (the changes tool's list "
+                "action) shows the ones you may review.",
                 change_id=change_id,
             )
         return change
@@ -81,7 +84,31 @@ class ChangeReview:
                 except (BrainError, OSError, RuntimeError) as exc:
                     index = f"unreachable: {type(exc).__name__}"  # the journal alone answers
             rows.append(row)
-        return {"changes": rows, "count": len(rows), "index": index, "source": "journal"}
+        out: dict[str, Any] = {"changes": rows, "count": len(rows), "index": index,
+                               "source": "journal"}
+        if self.journal.damage:
+            out.update(self._damage(who))
+        return out
+
+    def _damage(self, who: Identity) -> dict[str, Any]:
+        """Damaged journal lines (journal.py): where they are and what was lost. A change id
+        is shown only for a change the caller may see; the rest is the file's bookkeeping."""
+        lost = []
+        for d in self.journal.damage:
+            known = self.journal.get(d.change_id) if d.change_id else None
+            owner = known.to_dict() if known is not None else d.owner
+            if d.change_id and not (len(owner) >= 3 and tenancy.visible(owner, who)):
+                d = dataclasses.replace(d, change_id=None)
+            lost.append(d.to_dict())
+        return {
+            "journal_damage": lost,
+            "warning": (
+                f"{len(lost)} damaged line(s) in {self.journal.path} were skipped (offsets and "
+                "what each held are in journal_damage); every other change is listed. A lost "
+                "record's written file is still on disk: review it with `fs` read (`brain fs "
+                "read`). The file is left as it is; keep a copy before moving it aside."
+            ),
+        }
 
     def _index_state(self, change: Change) -> str:
         """missing / current (the index holds what the change wrote) / stale."""
@@ -157,7 +184,7 @@ class ChangeReview:
             return DestinationOccupied(
                 f"{change.path} now holds other bytes than change {change.id} wrote (a later "
                 "write or an editor); revert that first, or write the file you want with "
-                "fs_write.",
+                "fs(action='write').",
                 change_id=change.id,
                 path=change.path,
             )
@@ -165,7 +192,8 @@ class ChangeReview:
             why = change.baseline_note or "its saved copy is missing from the journal"
             return BaselineMissing(
                 f"change {change.id} cannot be reverted: the content it replaced was not "
-                f"kept ({why}); write the old content yourself with fs_write, or approve it.",
+                f"kept ({why}); write the old content yourself with fs(action='write'), or "
+                "approve it.",
                 change_id=change.id,
             )
         return None
@@ -181,7 +209,8 @@ class ChangeReview:
         if fingerprint != self._fingerprint(change, disk):
             raise ChangeConflict(
                 f"change {change.id} moved on since its preview (the file or the change "
-                "changed); preview_change again and decide on what it shows now.",
+                "changed); preview it again (changes(action='preview')) and decide on what "
+                "it shows now.",
                 change_id=change.id,
             )
 

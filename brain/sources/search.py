@@ -58,6 +58,8 @@ class Scope:
     modified_before: float | None = None
     glob_spec: Any = field(default=None, repr=False)
     who: Identity | None = None  # the caller: points must be its own too (tenancy.py)
+    # The caller's sources it cannot read now ({name, kind, reason}): fs_search says so.
+    unreachable: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def has_metadata(self) -> bool:

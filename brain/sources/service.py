@@ -34,7 +34,7 @@ from brain.sources.watcher import SourceWatcher, Watched
 from brain.trust import tenancy
 from brain.trust.identity import Identity
 from brain.trust.limits import MAX_QUERY_CHARS, check_glob, check_patterns, check_tags, too_large
-from brain.trust.paths import SETTING_HINT, PathPolicy, real_path
+from brain.trust.paths import PathPolicy, hint, real_path
 from brain.vector_store import Filter, Match, MatchAny, VectorStore, scroll_all
 
 DEFAULT_LIMIT = 10  # fs_search rows without a limit
@@ -152,9 +152,14 @@ class SourcesService:
         sync: bool = True,
         visibility: str = tenancy.SHARED,
         pinned: bool | None = None,
+        consent: bool = False,
     ) -> dict[str, Any]:
+        """``consent``: the user registers this folder (the CLI, the sources tool): a local
+        caller may then add a folder outside the allowed roots, recorded in the data dir's
+        policy so every process on it reaches the source (brain/trust/recorded.py)."""
         who, visibility = self.caller, tenancy.check_visibility(visibility)
-        real = self.paths.source_root(path)  # Forbidden outside the caller's roots
+        real = self.paths.source_root(path, consent)  # Forbidden outside the caller's roots
+        granted = not self.paths.reaches(real)  # only by the consent: record it
         if not Path(real).is_dir():
             raise InvalidArgument(
                 f"{path} is not a folder; pass the path of an existing folder.", path=str(path)
@@ -193,11 +198,47 @@ class SourcesService:
             visibility=visibility,
             pinned=None if pinned is None else bool(pinned),
         )
+        if granted:
+            self.paths.grant(real, rec.id)
         self.registry.save(rec)
         if trigger == "auto":
             self.watcher.refresh()
         job = self.queue.submit(rec.id, rec.project, "sync", reason="added") if sync else None
-        return {"source": self.describe(rec), "job": job.to_dict() if job else None}
+        out: dict[str, Any] = {"source": self.describe(rec), "job": job.to_dict() if job else None}
+        if granted:
+            out["granted_root"] = real
+        return out
+
+    def ensure_workspace(self, path: str, project: str | None = None) -> dict[str, Any]:
+        """The folder a client names as its workspace, as a source of ``project``: added
+        (watched, synced now) unless a source the caller sees already holds it. Within the
+        caller's allowed roots only (no consent is implied)."""
+        real = self.paths.source_root(path)
+        if not Path(real).is_dir():
+            raise InvalidArgument(f"{path} is not a folder.", path=str(path))
+        mine = self.registry.list(self.caller)
+        for rec in mine:
+            if real == rec.root or Path(rec.root) in Path(real).parents:
+                return {"source": rec.name, "added": False}
+        taken = {r.name for r in mine}
+        base = Path(real).name or "workspace"
+        name = next(n for n in (base, *(f"{base}-{i}" for i in range(2, 1000)))
+                    if n not in taken)
+        res = self.add(real, name, project, "auto")
+        return {"source": res["source"]["name"], "added": True,
+                "job": (res["job"] or {}).get("job_id")}
+
+    def unreachable(self, project: str | None = None) -> builtins.list[dict[str, str]]:
+        """The caller's sources this process cannot read now, each with why: outside its
+        path policy, or its folder gone or unmounted. fs_search leaves them out, saying so."""
+        out = []
+        for rec in self.registry.list(self.caller):
+            if project not in (None, rec.project):
+                continue
+            why = self.paths.unreachable(rec.root)
+            if why is not None:
+                out.append({"name": rec.name, "kind": why[0], "reason": why[1]})
+        return out
 
     def get(self, key: str) -> SourceRecord:
         """A source the caller may see; another's is reported exactly as a missing one."""
@@ -205,13 +246,14 @@ class SourcesService:
         if rec is None:
             names = [r.name for r in self.registry.list(self.caller)]
             raise SourceNotFound(
-                f"no source {key!r}; known sources: {names or 'none'} (add one with add_source).",
+                f"no source {key!r}; known sources: {names or 'none'} (add one with 'brain "
+                "source add' or the sources tool's add action).",
                 source=key,
             )
         if not self.paths.reaches(rec.root):
             raise Forbidden(
                 f"the source {rec.name!r} lies outside the folders this caller may reach; "
-                f"{SETTING_HINT}.",
+                f"{hint()}.",
                 source=key,
             )
         return rec
@@ -299,6 +341,7 @@ class SourcesService:
         for job in self.queue.cancel_source(rec.id):
             job.done.wait(30)  # a running job must not write after the record is gone
         self.registry.delete(rec.id)
+        self.paths.revoke(rec.id)
         self._gone[rec.id] = rec
         self.watcher.refresh()
         result: dict[str, Any] = {"removed": rec.name, "source_id": rec.id, "purged": False}
@@ -447,7 +490,9 @@ class SourcesService:
             parse_ts(modified_after),
             parse_ts(modified_before),
         )
-        base = {"mode": search_mode, "sources": [s.name for s in scope.sources]}
+        base: dict[str, Any] = {"mode": search_mode, "sources": [s.name for s in scope.sources]}
+        if scope.unreachable:  # never a silent empty page: say what could not be read
+            base["unreachable"] = scope.unreachable
         if not scope.sources:
             return {**base, "results": [], "count": 0}
         deps = self._deps()
@@ -490,11 +535,18 @@ class SourcesService:
         recs = [self.get(source)] if source else self.registry.list(self.caller)
         if source:  # grep reads the live files: the root must still be what was added
             self.paths.check_source(recs[0].root)
-        recs = [r for r in recs if self.paths.source_ok(r.root)]
         if project:
             recs = [r for r in recs if r.project == project]
+        kept, unreachable = [], []
+        for rec in recs:
+            why = self.paths.unreachable(rec.root)
+            if why is not None:
+                unreachable.append({"name": rec.name, "kind": why[0], "reason": why[1]})
+            else:
+                kept.append(rec)
+        recs = kept
         if not folder:
-            return fs.Scope(recs)
+            return fs.Scope(recs, unreachable=unreachable)
         if not Path(folder).is_absolute():
             if len(recs) != 1:
                 raise InvalidArgument(
@@ -508,7 +560,7 @@ class SourcesService:
         if not owners:
             raise PathOutsideSource(
                 f"{folder} is not inside any source in scope; add it with "
-                "add_source or pick a folder inside one.",
+                "'brain source add' (the sources tool's add action) or pick a folder inside one.",
                 path=folder,
             )
         rec = max(owners, key=lambda r: len(r.root))

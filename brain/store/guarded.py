@@ -3,7 +3,10 @@
 Every write checks free space (brain/store/integrity.py ``SpaceGuard``), is serialised, keeps
 the manifest's lower bound of the store's points and each note's recall key
 (brain/store/recall_key.py), and can be held or paused (snapshots copy the files meanwhile).
-Reads are forwarded unchanged (brain/vector_store/forwarding.py).
+Reads are forwarded (brain/vector_store/forwarding.py), and a point read with its payload
+that answers none is damage (a truncated payload tracker: every point the brain writes has
+one), refused with ``StoreDamaged`` naming the tracker instead of an untyped ``KeyError``
+further up.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from typing import Any
 
 from brain.errors import StoreError
 from brain.store import recall_key
-from brain.store.integrity import Manifest, SpaceGuard, store_bytes
+from brain.store.integrity import Manifest, SpaceGuard, no_payload, store_bytes
 from brain.store.meta import META_ID
-from brain.vector_store.base import Filter, Hold, Point, VectorStore
+from brain.vector_store.base import Filter, Hit, Hold, Point, SparseVector, VectorStore
 from brain.vector_store.forwarding import ForwardingStore, backend_of
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,33 @@ class GuardedStore(ForwardingStore):
         with self.held():
             self.inner.flush()
             yield
+
+    # -- reads: a point without its payload is damage, named ----------------------------
+    def _whole(self, points: Any) -> Any:
+        for p in points:
+            if not p.payload:
+                raise no_payload(self.space.path, self.inner, p.id)
+        return points
+
+    def retrieve(self, ids: Sequence[str], with_vectors: bool = False,
+                 with_payload: bool = True) -> list[Point]:
+        got = self.inner.retrieve(ids, with_vectors, with_payload)
+        return self._whole(got) if with_payload else got
+
+    def query_dense(self, vector: Sequence[float], flt: Filter | None, limit: int,
+                    exact: bool = False, fields: Sequence[str] | None = None) -> list[Hit]:
+        hits = self.inner.query_dense(vector, flt, limit, exact, fields)
+        return self._whole(hits) if fields is None else hits
+
+    def query_sparse(self, vector: SparseVector, flt: Filter | None, limit: int,
+                     fields: Sequence[str] | None = None) -> list[Hit]:
+        hits = self.inner.query_sparse(vector, flt, limit, fields)
+        return self._whole(hits) if fields is None else hits
+
+    def scroll(self, flt: Filter | None, limit: int = 256, offset: str | None = None,
+               with_vectors: bool = False) -> tuple[list[Point], str | None]:
+        points, nxt = self.inner.scroll(flt, limit, offset, with_vectors)
+        return self._whole(points), nxt
 
     def _record(self, points: int) -> None:
         if points == self.manifest.points:

@@ -9,6 +9,9 @@ next to the store, holding a *lower bound* of the store's point count, and check
 - the store holds at least the recorded number of points;
 - the graph cache names no more notes than the store holds (notes are never hard-deleted:
   retired ones leave a tombstone, so cache nodes <= notes + tombstones);
+- the link graph holds the links the notes' payloads name: the cache is rebuilt from the
+  store, with a warning naming it, when it is older than the store's last link write or
+  lacks links that notes hold (:func:`load_graph`);
 - a sample of points has finite, unit-norm dense vectors (Qdrant normalises cosine vectors
   on write) and payloads that decode.
 
@@ -43,7 +46,9 @@ from brain.store.meta import META_ID
 from brain.store.snapshot_catalog import list_snapshots
 from brain.vector_store.base import (
     Filter,
+    Match,
     MatchAny,
+    scroll_all,
 )
 from brain.vector_store.forwarding import backend_of
 
@@ -65,6 +70,12 @@ NOT_NODES = ("meta", "file", "chunk", "doc", "doc_chunk", "hype")
 # Creating an Edge shard (segment, WAL, ~25 payload indexes) takes ~2 MB on ext4 but ~52 MB
 # on tmpfs, which allocates every page Edge preallocates: measured, rounded up.
 CREATE_BYTES = 64_000_000
+NOTES = Filter(must=(Match("kind", "note"),))
+# Up to this many notes, the start check reads every note's links against the graph (about
+# 0.1 s a thousand notes on Edge); above, SAMPLE_WINDOWS windows of LINK_SAMPLE notes from
+# random points.
+LINK_CHECK_ALL = 10_000
+LINK_SAMPLE = 64
 
 
 # ------------------------------------------------------------------------------ free space
@@ -90,11 +101,55 @@ def store_bytes(store: Any) -> int:
 
 
 def space_to_open(store: Any) -> int:
-    """Bytes opening ``store`` may take beyond the margin: a new embedded shard's files."""
+    """Bytes opening ``store`` may take beyond the margin: a new embedded shard's files, or
+    what an existing shard's files grow by as Edge maps them (:func:`space_to_reopen`)."""
     path = getattr(backend_of(store), "path", None)
-    if path is None or (Path(path).is_dir() and any(Path(path).iterdir())):
+    if path is None:
         return 0
+    if Path(path).is_dir() and any(Path(path).iterdir()):
+        return space_to_reopen(Path(path))
     return CREATE_BYTES
+
+
+# Edge's payload index files are sparse (a 4 MiB page file and a 1 MiB tracker per index,
+# ~2 KB of them on disk). On tmpfs (and ramfs), where a mapped page is allocated as soon as it
+# is touched, even read, opening a shard fills those holes: a 5-note brain took 140 MB on
+# its first reopen (measured), and a page touched on a full tmpfs is a SIGBUS. On a disk
+# filesystem reading a hole allocates nothing, so the holes are not counted there.
+FILLS_HOLES = ("tmpfs", "ramfs")
+
+
+def space_to_reopen(shard: Path) -> int:
+    """Bytes opening an existing shard may take: on a filesystem that fills holes when they
+    are mapped, the holes of its payload index files (0 once filled); else 0."""
+    if fs_type(shard) not in FILLS_HOLES:
+        return 0
+    grow = 0
+    for f in Path(shard).glob("segments/*/payload_index/*/*"):
+        with contextlib.suppress(OSError):
+            st = f.stat()
+            grow += max(0, st.st_size - st.st_blocks * 512)
+    return grow
+
+
+def fs_type(path: Path) -> str:
+    """The type of the filesystem holding ``path`` (Linux: the longest mount point above it
+    in /proc/self/mounts); "" where it cannot be told."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    real = os.path.realpath(path)
+    best, kind = "", ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind
 
 
 class SpaceGuard:
@@ -216,7 +271,23 @@ def recovery_hint(home: Path) -> str:
 
 def _damaged(home: Path, what: str, **details: Any) -> StoreDamaged:
     return StoreDamaged(f"the store at {home} lost data: {what}. {recovery_hint(home)}",
-                        **details)
+                        what=what, **details)
+
+
+def probe(home: Path, store: Any, expected_points: int) -> str | None:
+    """What is wrong with an opened store that should hold ``expected_points`` (a snapshot
+    about to be restored), or None: its count, a sample of vectors and payloads, and every
+    note's payload (a sample in a large store)."""
+    try:
+        found = int(_read(home, store.count, None))
+        if found < expected_points:
+            return f"{expected_points} points were recorded, {found} are there"
+        check_sample(home, store)
+        for _ in _linked_notes(home, store, None):
+            pass
+    except StoreDamaged as exc:
+        return str(exc.details.get("what") or exc.message)
+    return None
 
 
 def _read(home: Path, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -272,6 +343,62 @@ def check_graph(home: Path, graph: Any, store: Any) -> None:
                              f"holds {notes}", expected=nodes, found=notes)
 
 
+def _linked_notes(home: Path, store: Any, seed: int | None) -> Any:
+    """The note payloads the graph check reads: all of them in a small store, else samples.
+    A note the index knows whose payload is gone is damage."""
+    import random
+
+    if _read(home, store.count, NOTES) <= LINK_CHECK_ALL:
+        points: Any = scroll_all(store, NOTES)
+    else:
+        rnd = random.Random(seed)
+        points = (p for _ in range(SAMPLE_WINDOWS) for p in store.scroll(
+            NOTES, limit=LINK_SAMPLE, offset=str(uuid.UUID(int=rnd.getrandbits(128),
+                                                           version=4)))[0])
+    yield from _payloads(home, store, _read(home, list, points))
+
+
+def _payloads(home: Path, store: Any, points: Any) -> Any:
+    for p in points:
+        if not p.payload:
+            raise no_payload(home, store, p.id)
+        yield p.payload
+
+
+def load_graph(home: Path, graph: Any, store: Any, seq: int,
+               seed: int | None = None) -> str | None:
+    """Load the link graph's cache, or rebuild it from the store (the source of truth) when it
+    is missing, stale or lacks links: its cache is older than the store's last link write
+    (its sequence number is behind the store's: a crash between a link write and the
+    cache's save), or notes read from the store hold links the cache has no edge for (the
+    start check counts notes with links against the graph's edges). Returns the warning
+    logged when links were rebuilt that the cache had lost, else None."""
+    reason = None
+    had_file = Path(graph.path).exists()
+    if graph.load(seq):
+        linked, missing = graph.missing_links(_linked_notes(home, store, seed))
+        if not missing:
+            log.info("graph cache loaded: %s", graph.stats())
+            return None
+        reason = (f"the graph cache {graph.path} lacks the links of {missing} of {linked} "
+                  "notes with links read from the store")
+    elif graph.stale_seq is not None:
+        reason = (f"the graph cache {graph.path} is older than the store's last link write "
+                  f"(cache seq {graph.stale_seq}, store seq {seq}), after a crash")
+    elif not had_file:
+        reason = f"the graph cache {graph.path} is missing"
+    graph.rebuild(_payloads(home, store, scroll_all(store, NOTES)), seq)
+    graph.save()
+    stats = graph.stats()
+    if reason is None or (reason.endswith("missing") and not stats["edges"]):
+        log.info("graph rebuilt from the store: %s", stats)
+        return None
+    warning = (f"{reason}: rebuilt the link graph from the store ({stats['nodes']} notes, "
+               f"{stats['edges']} links)")
+    log.warning("%s", warning)
+    return warning
+
+
 def check_counts(home: Path, store: Any, manifest: Manifest) -> int:
     """Compare the store with its record; returns the store's point count."""
     found = int(_read(home, store.count, None))
@@ -307,6 +434,23 @@ def _vector_fault(dense: Sequence[float] | None) -> str | None:
     return None
 
 
+def payload_files(store: Any) -> list[str]:
+    """The payload trackers of an embedded store's segments (where a point finds its payload)."""
+    path = getattr(backend_of(store), "path", None)
+    if path is None:
+        return []
+    return sorted(str(f) for f in Path(path).glob("**/payload_storage/tracker.dat"))
+
+
+def no_payload(home: Path, store: Any, point: str) -> StoreDamaged:
+    """The damage a point read without its payload is (its store's payload trackers named)."""
+    files = payload_files(store)
+    where = (f"the payload tracker {', '.join(files)} is damaged (truncated or overwritten)"
+             if files else "the store's payload storage is damaged")
+    return _damaged(home, f"point {point} answers no payload: {where}", point=point,
+                    files=files)
+
+
 def check_sample(home: Path, store: Any, seed: int | None = None) -> int:
     """Read a few random windows of points with vectors; returns how many were checked."""
     import random
@@ -319,8 +463,11 @@ def check_sample(home: Path, store: Any, seed: int | None = None) -> int:
         points, _ = _read(home, store.scroll, None, limit=SAMPLE_SIZE, offset=offset,
                           with_vectors=True)
         for p in points:
-            # Payloads: reading them is the check (a scribbled one fails to decode above);
+            # Payloads: reading them is the check (a scribbled one fails to decode above), and
+            # every point the brain writes has one (a damaged payload tracker answers none);
             # their fields are not, since older brains wrote notes without ``kind``.
+            if not p.payload:
+                raise no_payload(home, store, p.id)
             fault = _vector_fault(p.dense)
             if fault is not None:
                 raise _damaged(home, f"{fault} (point {p.id})", point=p.id)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from brain.errors import InvalidArgument, StoreError
+from brain.errors import InvalidArgument, StoreDamaged, StoreError
 from brain.store.guarded import GuardedStore
 from brain.store.integrity import Manifest, SpaceGuard, path_location, store_location
 from brain.store.snapshot_catalog import INFO, list_snapshots, snapshots_dir
@@ -179,20 +179,71 @@ def find(home: Path, name: str) -> dict[str, Any]:
                           "(see `brain snapshots`)", field="name")
 
 
+def _dimension(shard: Path, default: int) -> int:
+    """The dense vectors' size a shard's own config records (``default`` if unreadable)."""
+    try:
+        data = json.loads((shard / "edge_config.json").read_text(encoding="utf-8"))
+        return int(data["vectors"]["dense"]["size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return default
+
+
+def verify(home: Path, name: str, shard: Path, snap: dict[str, Any], dimension: int) -> None:
+    """Open the copy ``shard`` of snapshot ``name`` and check it as a start would (its point
+    count against the snapshot's record, a sample of vectors and payloads, every note's
+    payload); a snapshot that fails is ``StoreDamaged``, naming it and what is wrong."""
+    from brain.store.integrity import probe
+    from brain.vector_store.edge import EdgeStore
+
+    store = EdgeStore(shard)
+    fault: str | None
+    try:
+        store.open(_dimension(shard, dimension))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException
+        fault = f"its files cannot be loaded ({type(exc).__name__}: {exc})"
+    else:
+        try:
+            fault = probe(home, store, int(snap.get("points") or 0))
+        finally:
+            store.close()
+    if fault is not None:
+        older = [s["name"] for s in list_snapshots(home) if s["name"] != name]
+        alt = f"try an older one ({', '.join(older[-3:])})" if older else \
+            "no other snapshot exists: restore a backup or an export of the data dir"
+        raise StoreDamaged(
+            f"snapshot {name} is damaged: {fault}. Nothing was restored and the current "
+            f"store was left as it was; {alt}, or run `brain accept-loss` to serve the "
+            "current store as it is.", snapshot=name, what=fault)
+
+
 def restore(home: Path, store_dir: Path, name: str, min_free_mb: float,
-            graph_path: Path | None = None) -> dict[str, Any]:
+            graph_path: Path | None = None, dimension: int = 0) -> dict[str, Any]:
     """Put snapshot ``name`` back as the store at ``store_dir``. The caller holds the data
-    dir (no server runs on it). The replaced store and records are moved aside, not deleted."""
+    dir (no server runs on it). The snapshot is copied beside the store and verified there
+    first (:func:`verify`): a damaged one changes nothing. The replaced store and records are
+    moved aside, not deleted."""
     home = Path(home)
     snap = find(home, name)
     src = Path(snap["path"])
     SpaceGuard(home, min_free_mb).require("restore a snapshot", extra=_disk_usage(src))
+    store_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = store_dir.with_name(f".{store_dir.name}.restoring")
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        _copy_tree(src / "shard", work)
+        verify(home, name, work, snap, dimension)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    finally:
+        work.with_name(work.name + ".lock").unlink(missing_ok=True)
     aside = home / f"store.damaged-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     aside.mkdir(mode=0o700)
     if store_dir.exists():
         store_dir.rename(aside / store_dir.name)
-    store_dir.parent.mkdir(parents=True, exist_ok=True)
-    _copy_tree(src / "shard", store_dir)
+    work.rename(store_dir)
     for rel in snap.get("sqlite", []):
         cur = home / rel
         for extra in (cur, cur.with_name(cur.name + "-wal"), cur.with_name(cur.name + "-shm")):

@@ -13,8 +13,12 @@ each file with ``walker.target_rel`` / ``walker.open_beneath``, built on :func:`
 3. Never a special filesystem: /proc, /sys, /dev, nor a mount of procfs, sysfs, devtmpfs and
    the like wherever it is mounted (read from /proc/mounts). Never ``/`` as a source.
 4. Never the brain's own data dir (``BRAIN__HOME``: tokens, owner.token, the store).
-5. Under an allowed root: ``[paths] allowed_roots`` when set; otherwise the user's home for
-   local callers (stdio, the CLI) and nothing at all for HTTP callers.
+5. Under an allowed root: ``[paths] allowed_roots`` when set (this process's settings, else
+   the roots recorded in the data dir's policy.json by the last process given some:
+   brain/trust/recorded.py); otherwise the user's home for local callers (stdio, the CLI) and
+   nothing at all for HTTP callers. Local callers also reach the folders the user consented
+   to by registering a source there (``brain source add``, the ``sources`` tool over stdio),
+   recorded in the same file.
 
 The transport is per call, not per process: one Brain (the owner's) serves its own stdio
 client, forwarded stdio proxies and HTTP callers alike. :func:`via` marks the call's
@@ -38,13 +42,22 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from brain.errors import Forbidden, InvalidArgument
+from brain.trust.recorded import RecordedPolicy
 
 LOCAL, HTTP = "local", "http"
 SETTING = "BRAIN__PATHS__ALLOWED_ROOTS"
 SETTING_HINT = (
-    f"set {SETTING} (a JSON list, e.g. '[\"/srv/code\"]') or [paths] allowed_roots in "
-    "brain.toml to allow a folder"
+    f"set {SETTING} (a path, a {os.pathsep!r}-separated list or a JSON list) or [paths] "
+    "allowed_roots in brain.toml to allow a folder"
 )
+CONSENT_HINT = "register it with 'brain source add PATH' (recorded in the data dir as your consent)"
+
+
+def hint(kind: str | None = None) -> str:
+    """How a caller of ``kind`` (default: the current call's) gets a folder allowed."""
+    if (kind or transport.get()) == LOCAL:
+        return f"{CONSENT_HINT}, or {SETTING_HINT}"
+    return SETTING_HINT
 SPECIAL_PREFIXES = ("/proc", "/sys", "/dev")
 # Kernel and pseudo filesystems: their "files" are the machine's state, never documents.
 SPECIAL_TYPES = frozenset(
@@ -144,27 +157,67 @@ class PathPolicy:
     def __init__(self, settings: Any, data_dir: Path) -> None:
         self._settings = settings  # config.PathsSettings
         self._data_dir = os.path.realpath(Path(data_dir).expanduser())
+        self.recorded = RecordedPolicy(Path(data_dir).expanduser())
+        self._written: list[str] | None = None  # what this process last recorded
+        self.configured()  # roots this process was given are recorded at once for the others
 
     # -------------------------------------------------------------- roots
+    def configured(self) -> list[str] | None:
+        """This process's ``allowed_roots`` (recorded in the data dir for the others), else
+        the recorded ones; None when neither says."""
+        given = self._settings.allowed_roots
+        if given is None:
+            return self.recorded.roots()
+        given = [str(r) for r in given if str(r).strip()]
+        if given != self._written:  # once per value: two processes never take turns writing
+            self.recorded.record_roots(given)
+            self._written = given
+        return given
+
     def roots(self, kind: str | None = None) -> tuple[str, ...]:
         kind = kind or transport.get()
-        configured = [r for r in self._settings.allowed_roots if str(r).strip()]
+        configured = self.configured()
         if configured:
-            return tuple(os.path.realpath(os.path.expanduser(r)) for r in configured)
+            found = [os.path.realpath(os.path.expanduser(r)) for r in configured]
+        elif kind == LOCAL:
+            found = [os.path.realpath(os.path.expanduser("~"))]
+        else:
+            found = []
         if kind == LOCAL:
-            return (os.path.realpath(os.path.expanduser("~")),)
-        return ()
+            found += [g["root"] for g in self.recorded.grants() if g["root"] not in found]
+        return tuple(found)
 
     def reaches(self, real: str, kind: str | None = None) -> bool:
         """True when the (already real) path lies under one of the caller's roots."""
         return any(inside(r, real) for r in self.roots(kind))
 
+    def grant(self, real: str, source_id: str) -> None:
+        """Record the user's consent to ``real`` (a source's root) in the data dir."""
+        self.recorded.grant(real, source_id)
+
+    def revoke(self, source_id: str) -> None:
+        self.recorded.revoke(source_id)
+
+    def unreachable(self, root: str, kind: str | None = None) -> tuple[str, str] | None:
+        """Why a recorded source cannot be read now: ("policy", message) or ("missing",
+        message); None when it can."""
+        try:
+            self.check_source(root, kind)
+        except Forbidden as exc:  # the caller knows the source by name: no path is shown
+            return "policy", exc.message.replace(root, "its folder")
+        if not os.path.isdir(root):
+            return "missing", ("its folder is gone or not mounted; mount or restore it, or "
+                               "remove the source")
+        return None
+
     # -------------------------------------------------------------- caller paths
-    def source_root(self, path: str | Path) -> str:
-        """The real path of a folder a caller asks to add as a source, or ``Forbidden``."""
+    def source_root(self, path: str | Path, consent: bool = False) -> str:
+        """The real path of a folder a caller asks to add as a source, or ``Forbidden``.
+        ``consent`` (a local caller registering it: the CLI, the sources tool over stdio)
+        lifts the allowed-roots rule; every other rule holds."""
         real = _resolve(path)
         _not_the_fs_root(real, str(path))
-        self._check(real, str(path))
+        self._check(real, str(path), roots=not (consent and transport.get() == LOCAL))
         return real
 
     def upload(self, path: str | Path) -> Path:
@@ -226,7 +279,7 @@ class PathPolicy:
             raise
 
     # -------------------------------------------------------------- the rules
-    def _check(self, real: str, given: str, kind: str | None = None) -> None:
+    def _check(self, real: str, given: str, kind: str | None = None, roots: bool = True) -> None:
         special = special_filesystems(fresh=True)
         if special.holds_path(real) or _on_special_device(real, special):
             raise Forbidden(
@@ -240,15 +293,17 @@ class PathPolicy:
                 "its tokens and store; pick a project folder.",
                 path=given,
             )
+        if not roots:
+            return
         kind = kind or transport.get()
-        roots = self.roots(kind)
-        if not any(inside(r, real) for r in roots):
+        allowed = self.roots(kind)
+        if not any(inside(r, real) for r in allowed):
             who = "HTTP callers" if kind == HTTP else "local callers"
-            shown = ", ".join(roots) if roots else "none configured"
+            shown = ", ".join(allowed) if allowed else "none configured"
             raise Forbidden(
-                f"{given} is outside the folders {who} may reach ({shown}); {SETTING_HINT}.",
+                f"{given} is outside the folders {who} may reach ({shown}); {hint(kind)}.",
                 path=given,
-                allowed_roots=list(roots),
+                allowed_roots=list(allowed),
             )
 
 

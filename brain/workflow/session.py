@@ -3,7 +3,9 @@
 ``get_session_context(project)`` gathers project_context notes, the current handoff (the
 active ``open_thread`` and the ``session_summary`` written with it), recent decisions,
 mistakes and fixes, pinned notes and counts. ``get_inbox(project)`` lists fleeting notes
-waiting to be distilled, oldest first. ``open_session`` returns both in one call.
+waiting to be distilled, oldest first. ``open_session`` returns both in one call. On a git
+branch, that branch's notes come first and other branches' open notes are left out
+(:func:`on_branch`, brain/citations/branches.py).
 
 ``close_session`` writes the handoff in a crash-safe order: the session_summary, then the
 new active open_thread (both carrying one ``handoff_id``), a flush, and only then archives
@@ -150,16 +152,17 @@ class SessionService:
         mistakes with their fixes under them, fixes of mistakes not listed, and pinned notes
         not listed above, as compact rows (:func:`brief`); ``get_note`` reads one whole."""
         project = check_project(project)
-        threads = self.active_threads(project)
+        branch = self._branch(project)
+        threads = on_branch(self.active_threads(project), branch)
         thread = threads[0] if threads else None
-        summaries = self._notes(project, ("session_summary",))
+        summaries = on_branch(self._notes(project, ("session_summary",)), branch)
         summary = summaries[0] if summaries else None
         if thread is not None:
             # The summary written with the active thread; a summary whose thread never got
             # written (a crash mid-close) is not the current handoff.
             paired = [s for s in summaries if s.get("handoff_id") == thread.get("handoff_id")]
             summary = paired[0] if paired else summary
-        live = self._notes(project, ())
+        live = on_branch(self._notes(project, ()), branch)
         counts = {k: 0 for k in NOTE_KINDS}
         for p in live:
             counts[p["note_kind"]] = counts.get(p["note_kind"], 0) + 1
@@ -197,6 +200,11 @@ class SessionService:
             },
         }
 
+    def _branch(self, project: str) -> str | None:
+        """The caller's git branch in ``project`` (None: no git, no branch rule)."""
+        view = self.memory.branches
+        return view.current(project) if view is not None else None
+
     def _rows(self, notes: Sequence[dict[str, Any]], shown: set[str]) -> list[dict[str, Any]]:
         """Compact rows of the notes not yet ``shown`` (which it then records)."""
         rows = [brief(p) for p in notes if p["zk_id"] not in shown]
@@ -216,6 +224,8 @@ class SessionService:
             p.payload for p in scroll_all(self.store, flt) if not p.payload.get("forgotten")
         ]
         notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]))
+        if project is not None:
+            notes = on_branch(notes, self._branch(check_project(project)))
         now_ts = self.clock.now().timestamp()
         items = [
             self.memory.public(p, age_days=round((now_ts - float(p.get("created_ts") or now_ts)) / DAY, 3))
@@ -375,6 +385,20 @@ def brief(payload: dict[str, Any]) -> dict[str, Any]:
         if cites.get("state") != "fresh":
             row["citations"] = cites
     return row
+
+
+def on_branch(notes: list[dict[str, Any]], branch: str | None) -> list[dict[str, Any]]:
+    """A session on ``branch`` sees that branch's open notes first (newest first among
+    them), then the project-wide ones; notes still open on another branch are left out
+    (brain/citations/branches.py). ``None`` (no git): every note, as listed."""
+    if branch is None:
+        return notes
+
+    def open_on(p: dict[str, Any]) -> bool:
+        return float(p.get("branch_open") or 0) >= 1
+
+    kept = [p for p in notes if not open_on(p) or (branch and p.get("branch") == branch)]
+    return sorted(kept, key=lambda p: not open_on(p))  # stable: the order within each holds
 
 
 def _with_fixes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -89,3 +89,18 @@ def test_readme_and_env_example_are_generated_from_settings() -> None:
     proc = subprocess.run([sys.executable, str(root / "tools" / "render_docs.py"), "--check"],
                           capture_output=True, text=True, cwd=root)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_every_setting_the_table_lists_is_a_known_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unknown-name check refuses no real setting: every variable of the settings table
+    (dict sections, endpoints and workers included) set at once loads."""
+    from config import unknown_settings
+
+    for env, _, _ in iter_settings_table():
+        monkeypatch.setenv(env.replace("<ID>", "LOCAL").replace("<NAME>", "DECAY"), "1")
+    monkeypatch.setenv("BRAIN__EMBEDDING__ENDPOINTS__LOCAL__API_KEY", "k")
+    monkeypatch.setenv("BRAIN__WORKERS__ENRICHMENT__ENABLED", "false")
+    assert unknown_settings() == []
+    monkeypatch.setenv("BRAIN__WORKERS__DECAY__ENABLD", "false")
+    [problem] = unknown_settings()
+    assert "did you mean BRAIN__WORKERS__DECAY__ENABLED?" in problem

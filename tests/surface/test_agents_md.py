@@ -184,3 +184,153 @@ def test_every_relative_link_of_a_doc_resolves(doc: Path) -> None:
     links = re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", _text(doc))
     missing = [link for link in links if not (doc.parent / link).exists()]
     assert not missing, f"{doc.name} links to files that do not exist: {missing}"
+
+
+# ------------------------------------------------- commands and tools every text names exist
+# What a user reads besides the docs: the explorer's pages (webui/templates) and the messages
+# of the errors the product raises (string literals in calls to an exception class, anywhere in
+# the product's source). Each `brain ...` command they name must be one the parser knows, and
+# each tool one the full profile lists, never a name of an earlier release.
+TEMPLATES = sorted((ROOT / "webui" / "templates").glob("*.html"))
+PRODUCT = [*sorted((ROOT / "brain").rglob("*.py")), *sorted((ROOT / "mcp_surface").rglob("*.py")),
+           *sorted((ROOT / "webui").rglob("*.py")), ROOT / "mcp_server.py", ROOT / "config.py"]
+QUOTED_COMMAND = re.compile(r"(?:`|'|\"|<code>)brain((?: [a-z][a-z0-9-]*)+)")
+SHELL_COMMAND = re.compile(r"(?:^\s*|[;&|]\s*|\$ )brain((?: [a-z][a-z0-9-]*)+)", re.M)
+FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.M | re.S)
+CODE_WORD = re.compile(r"<code>([a-z][a-z_]*)</code>")
+ACTION_CALL = re.compile(r"\b([a-z_]+)\(action=[\"']([a-z_]+)[\"']")
+JINJA = re.compile(r"\{[{%#].*?[}%#]\}", re.S)
+
+
+def commands_in(text: str) -> set[str]:
+    """The `brain ...` commands a text names: quoted, in <code>, or on a shell line of a
+    fenced block (a prose line that starts with "brain" is not one)."""
+    found = {m.strip() for m in QUOTED_COMMAND.findall(text)}
+    for block in FENCE.findall(text):
+        found |= {m.strip() for m in SHELL_COMMAND.findall(block)}
+    return found
+
+
+def command_problem(words: list[str]) -> str | None:
+    """Why ``brain WORDS`` is not a command the parser knows, or None when it is: each word
+    names a subcommand while there are subcommands, then the next may be a positional's
+    choice (``brain install claude-code``); later words are arguments."""
+    import argparse
+
+    from brain.cli import build_parser
+
+    parser = build_parser()
+    for word in words:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs:
+            if word not in subs[0].choices:
+                return f"no command {word!r} (known: {sorted(subs[0].choices)})"
+            parser = subs[0].choices[word]
+            continue
+        positional = [a for a in parser._actions if not a.option_strings and a.dest != "help"]
+        choices = positional[0].choices if positional else None
+        if choices is not None and word not in choices:
+            return f"{word!r} is not one of {sorted(choices)}"
+        return None
+    return None
+
+
+def _error_classes(trees: list[Any]) -> set[str]:
+    import ast
+    import builtins
+
+    bases: dict[str, set[str]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                names = {b.id if isinstance(b, ast.Name) else b.attr
+                         for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
+                bases.setdefault(node.name, set()).update(names)
+    errors = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)
+              and issubclass(getattr(builtins, n), BaseException)}
+    errors |= {"ToolError"}  # fastmcp's, which CodedToolError extends
+    grown = True
+    while grown:
+        more = {c for c, bs in bases.items() if bs & errors} - errors
+        errors |= more
+        grown = bool(more)
+    return errors
+
+
+def error_texts() -> list[tuple[str, str]]:
+    """(file, text) of every string literal in a call to an exception class in the product,
+    the parts of one call (f-string pieces, concatenated literals) joined."""
+    import ast
+
+    trees = [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in PRODUCT]
+    classes = _error_classes([t for _, t in trees])
+    out = []
+    for path, tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name not in classes:
+                continue
+            parts = [n.value for arg in [*node.args, *(k.value for k in node.keywords)]
+                     for n in ast.walk(arg) if isinstance(n, ast.Constant)
+                     and isinstance(n.value, str)]
+            if parts:
+                out.append((str(path.relative_to(ROOT)), "".join(parts)))
+    return out
+
+
+def _named_texts() -> list[tuple[str, str]]:
+    texts = [(p.name, _text(p)) for p in [*DOCS, *TEMPLATES]]
+    return texts + error_texts()
+
+
+def test_every_command_the_docs_pages_and_errors_name_exists() -> None:
+    bad = []
+    for where, text in _named_texts():
+        for command in sorted(commands_in(text)):
+            problem = command_problem(command.split())
+            if problem:
+                bad.append(f"{where}: `brain {command}`: {problem}")
+    assert not bad, "texts name brain commands that do not exist:\n" + "\n".join(bad)
+
+
+async def test_every_tool_the_pages_and_errors_name_exists(brain: Any) -> None:
+    """The explorer's pages and the error messages name today's tools: no name of an earlier
+    release, every `tool(action="x")` a listed tool taking that action, and every
+    <code>word</code> of a page a tool or an action of one."""
+    live = await _listed("full", brain)
+    actions = {a for t in live.values()
+               for a in t.inputSchema.get("properties", {}).get("action", {}).get("enum", [])}
+    texts = [(p.name, JINJA.sub(" ", _text(p))) for p in TEMPLATES] + error_texts()
+    bad = []
+    for where, text in texts:
+        if where == "mcp_surface/profiles.py":  # it maps the earlier names onto today's
+            continue
+        words = set(re.findall(r"\b([a-z]+(?:_[a-z]+)+)\b", text))
+        bad += [f"{where}: {n} (an earlier release's name)" for n in sorted(words & set(RENAMED))]
+        for name, action in ACTION_CALL.findall(text):
+            if name not in live:
+                bad.append(f"{where}: {name}(")
+            elif action not in live[name].inputSchema["properties"].get(
+                    "action", {}).get("enum", []):
+                bad.append(f"{where}: {name}(action={action!r})")
+    for path in TEMPLATES:
+        bad += [f"{path.name}: <code>{w}</code>" for w in CODE_WORD.findall(_text(path))
+                if w not in live and w not in actions]
+    assert not bad, "texts name tools that do not exist:\n" + "\n".join(bad)
+
+
+def test_the_name_checks_can_fail() -> None:
+    assert command_problem(["source", "add"]) is None
+    assert command_problem(["install", "claude-code"]) is None
+    assert command_problem(["sources", "add"]) is not None  # the explorer's old empty state
+    assert command_problem(["health", "scann"]) is not None
+    assert commands_in("run `brain source add PATH` or 'brain sync'") == {"source add", "sync"}
+    assert commands_in("the brain keeps notes\nbrain stats") == set()  # prose, not a command
+    assert commands_in("```bash\nmake install && brain install opencode\n```\n") == {
+        "install opencode"}
+    assert any("brain source add" in t for _, t in error_texts())  # the scan reaches messages
+    assert ACTION_CALL.findall("list it with fs(action='list')") == [("fs", "list")]
+    assert JINJA.sub(" ", "{% if x %}a{{ tree(hot) }}{% endif %}") == " a  "
