@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brain import heap  # noqa: E402
 from brain.app import Brain  # noqa: E402
 from brain.errors import BrainError, disk_full, is_no_space  # noqa: E402
+from brain.memory import WriteResult  # noqa: E402
 from brain.notes import NewMemoryType, Visibility  # noqa: E402
 from brain.process.logs import setup_logging  # noqa: E402
 from brain.search import rerank  # noqa: E402
@@ -47,6 +48,7 @@ from mcp_surface import outputs as out  # noqa: E402
 from mcp_surface.args import (  # noqa: E402
     Cites,
     Detail,
+    Ids,
     OptProject,
     Query,
     Similarity,
@@ -189,18 +191,19 @@ def create_server(
         context: Annotated[Text | None, Field(description="Why it matters; embedded too")
                            ] = None,
         cites: Cites = None,
+        supersedes: Ids = None,
     ) -> dict[str, Any]:
         """Store one idea: permanent (linked to similar notes) or fleeting (unsearched until
         distilled)."""
         res = await call(lambda s: s.memory.add(content, project, memory_type, note_kind, tags,
                                                 pinned, visibility, context=context,
-                                                cites=cites or ()))
-        return {"note": res.note, "linked": res.linked, "redacted": list(res.redacted)}
+                                                cites=cites or (), supersedes=supersedes))
+        return _written(res, note=res.note, linked=res.linked, redacted=list(res.redacted))
 
     @tool(mcp, WRITE, out.UPDATED)
     async def update_memory(zk_id: ZkId, new_content: Text) -> dict[str, Any]:
-        """Correct or extend a note; it is re-enriched and re-embedded."""
-        res = await call(lambda s: s.memory.update(zk_id, new_content))
+        """Correct a note; its old text stays as history."""
+        res = await call(lambda s: s.memory.update(zk_id, new_content, keep_history=True))
         return {"note": res.note, "redacted": list(res.redacted)}
 
     @tool(mcp, READ, out.SEARCH)
@@ -246,6 +249,9 @@ def create_server(
     async def forget_memory(zk_id: ZkId) -> dict[str, Any]:
         """Soft-delete a note; restore_note undoes it within the grace period."""
         p = await call(lambda s: s.memory.forget(zk_id))
+        if not p.get("forgotten"):  # it confirmed a proposed supersession (docs/time.md)
+            return {"zk_id": p["zk_id"], "forgotten": False, "forgotten_at": "",
+                    "superseded_by": p["superseded_by"]}
         return {"zk_id": p["zk_id"], "forgotten": True, "forgotten_at": p.get("forgotten_at")}
 
     @tool(mcp, PURE_READ, out.STATS)
@@ -261,6 +267,11 @@ def create_server(
 # Tool groups in mcp_surface/, registered after the core memory tools above. Plain imports:
 # a group that is missing or fails to import stops the server instead of vanishing.
 TOOL_GROUPS = (workflow, agentic, sources, files, health, fs, models, citations)
+
+
+def _written(res: WriteResult, **out: object) -> dict[str, Any]:
+    """add_memory's answer, with what it superseded or proposes to (only when it did)."""
+    return {**out, "supersession": res.supersession} if res.supersession else out
 
 
 def _profile_of(settings: Settings | None, brain: Brain | None) -> Profile:

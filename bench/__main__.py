@@ -109,7 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quick: all but tokens; tokens includes surface; and, only when named, "
         "surface: the tool list's size per profile and AGENTS.md's, in seconds; "
         "health: integrity scan time at 100k notes; citations: stale-flag precision/recall "
-        "over a replayed git history and the re-check cost at 10k notes; "
+        "over a replayed git history and the re-check cost at 10k notes; through_time: the "
+        "valid fact on top as settings change over commits, false supersessions; "
         "through_time_branches: branch-only notes leaking to other branches, promotions on "
         "merge, archives of abandoned branches (bench/through_time_branches.py); hype: HyPE plumbing "
         "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
@@ -253,6 +254,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("tool calls during a 15 MB document ingest and a large sync ...")
         results["ingest_contention"] = await asyncio.to_thread(
             ingest_contention.run, ctx.scratch, args.quick, ctx.log)
+        checkpoint()
+    if "through_time" in only:
+        from bench import through_time
+
+        ctx.log("through_time: facts that change over a replayed git history ...")
+        results["through_time"] = await asyncio.to_thread(through_time.run, ctx.scratch,
+                                                          args.quick, ctx.log)
         checkpoint()
     if "through_time_branches" in only:
         from bench import through_time_branches

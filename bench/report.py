@@ -345,6 +345,11 @@ def render(results: dict[str, Any], describe: dict[str, str]) -> str:
         from bench.citations import section
 
         parts += ["## Citations", "", section(results["citations"])]
+    if "through_time" in results:
+        from bench.through_time import section as time_section
+
+        parts += ["## Facts through time", "", time_section(results["through_time"])]
+
     if "through_time_branches" in results:
         from bench.through_time_branches import section as branches_section
 

@@ -214,6 +214,15 @@ PUBLIC_FIELDS: tuple[str, ...] = (
 )
 
 
+# Supersession (brain/memory/supersede.py), shown when set: what replaced the note and when
+# (superseded_by, valid_to), when its current text became true (valid_from, after an
+# update), the note it is an earlier version of, and supersessions awaiting confirmation.
+# ``supersedes`` (the ids it replaced) is shown as get_note's ``history``.
+SUPERSESSION_FIELDS: tuple[str, ...] = (
+    "superseded_by", "valid_from", "valid_to", "version_of", "proposed_supersedes",
+)
+
+
 def _shown(payload: Mapping[str, Any], name: str) -> Any:
     """A field as shown: its value, else its constant default, else None."""
     if name in payload:
@@ -231,6 +240,7 @@ def public_note(payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
     shown["salience"] = round(float(shown["salience"]), 4)
     if payload.get("cites"):  # the code it cites, compactly: state, how many fresh, which moved
         shown["citations"] = citation_summary(payload["cites"])
+    shown.update({name: payload[name] for name in SUPERSESSION_FIELDS if payload.get(name)})
     if payload.get("branch"):  # written on a git branch: open there, merged or abandoned
         shown["branch"] = {"name": payload["branch"], "state": payload.get("branch_state")}
     return {**shown, **extra}

@@ -27,7 +27,7 @@ from brain.memory import RecallFilter
 from brain.notes import NoteKind
 from brain.search.presentation import Detail
 from brain.trust.limits import MAX_AGE_DAYS
-from mcp_surface.args import FilterRules, OptProject, Similarity, TagList
+from mcp_surface.args import Date, FilterRules, OptProject, Similarity, TagList
 from mcp_surface.calls import Services
 
 DEFAULT_TOP_K = 5  # search_memory without top_k (the band may return fewer)
@@ -59,6 +59,7 @@ class RecallFilters(BaseModel):
     custom: Annotated[FilterRules, Field(
         description="Payload rules, all must hold: {key, value|any|none_of|gte|gt|lte|lt, "
                     "not?}")] = None
+    as_of: Date = None
     # "" your git branch, "*" every branch, or a branch's name (docs/citations.md); no
     # description: tools/list is within 300 characters of its budget.
     branch: str = ""
@@ -88,6 +89,7 @@ def recall_filter(project: str | None, filters: RecallFilters | None) -> RecallF
         custom=tuple(f.custom or ()),
         include_siblings=f.include_siblings,
         all_projects=f.all_projects,
+        as_of=f.as_of,
         branch=f.branch,
     )
 

@@ -82,7 +82,8 @@ def note(s: Services, zk_id: str) -> dict[str, Any]:
         citer.refresh([p])
     shown = {**m.public(p), "forgotten": bool(p.get("forgotten")),
              "forgotten_at": p.get("forgotten_at", ""), "archived_at": p.get("archived_at", ""),
-             "visibility": p.get("visibility", "shared"), "salience_ts": p.get("salience_ts")}
+             "visibility": p.get("visibility", "shared"), "salience_ts": p.get("salience_ts"),
+             "history": m.history(p) if p.get("supersedes") else []}
     links_out: list[dict[str, Any]] = []
     links_in: list[dict[str, Any]] = []
     if not p.get("forgotten"):

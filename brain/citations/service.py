@@ -36,7 +36,7 @@ from brain.citation import (
     penalised,
     ref_text,
 )
-from brain.citations import anchor, detect
+from brain.citations import anchor, detect, git
 from brain.citations.branches import BranchGit, BranchScope, roots_of
 from brain.citations.git import GitError, Repos
 from brain.citations.turns import TurnFiles
@@ -405,6 +405,22 @@ class CitationService:
         notes.sort(key=lambda n: (n.get("created") or "", n["zk_id"]), reverse=True)
         return {"ref": ref, "to": to or "worktree", "repositories": repos,
                 "notes": notes[:limit], "count": len(notes), "truncated": len(notes) > limit}
+
+    def commit_time(self, ref: str, project: str) -> float | None:
+        """When ``ref`` was committed (its committer time, epoch seconds) in the first of the
+        caller's git sources of ``project`` that knows it; None when none does. An as_of
+        search by commit (brain/memory/supersede.py)."""
+        ref = git.check_ref(ref)
+        for rec in self._visible(project):
+            if rec.project != project or not self.repos.head(rec.root):
+                continue
+            try:
+                out = git.run(rec.root, "show", "-s", "--format=%ct", ref + "^{commit}", "--")
+            except GitError:
+                continue
+            if out.strip().isdigit():
+                return float(out.strip())
+        return None
 
     # ------------------------------------------------------------------ helpers
     def _record(self, source_id: str) -> SourceRecord | None:

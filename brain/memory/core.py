@@ -119,6 +119,8 @@ class WriteResult:
     note: dict[str, Any]
     redacted: tuple[str, ...] = ()
     linked: list[dict[str, str]] = field(default_factory=list)
+    # What the write superseded or proposes to (brain/memory/supersede.py); None: nothing.
+    supersession: dict[str, Any] | None = None
 
 
 def require_text(value: str, name: str, cap: int) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from brain.clock import parse_iso
 from brain.errors import InvalidArgument
 from brain.memory import salience
 from brain.memory.core import NOTE_FILTER, NoteCore, require_enum
@@ -42,6 +43,8 @@ class RecallFilter:
     custom: Sequence[dict[str, Any]] = ()
     include_siblings: bool = False
     all_projects: bool = False
+    # What the brain believed then: an ISO date or date-time (brain/memory/supersede.py).
+    as_of: str | None = None
     branch: str = ""  # "": the caller's branch; "*": every branch; else that branch's view
 
 
@@ -71,6 +74,10 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
             must.append(salience_condition(m, floor))
     if rf.confidence_min is not None:  # applied after retrieval; checked here, before
         check_number(rf.confidence_min, "confidence_min", lo=-1, hi=1)
+    as_of = as_of_conditions(m, rf.as_of, project or m.cfg.default_project)
+    if as_of is not None:
+        must.extend(as_of[0])
+        must_not.extend(as_of[1])
     if len(rf.custom) > MAX_FILTERS:
         raise InvalidArgument(f"at most {MAX_FILTERS} custom filters", field="custom")
     for rule in rf.custom:  # a negated rule only narrows: it can never widen what is seen
@@ -82,9 +89,34 @@ def build_filter(m: NoteCore, rf: RecallFilter) -> Filter:
         # condition is a check at every node of the HNSW walk (brain/store/recall_key.py).
         ident = m.identity
         key = recall_key.condition(ident.user_id, ident.agent_id, m.meta.model, types,
-                                   contextual=contextual, siblings=rf.include_siblings)
+                                   contextual=contextual, siblings=rf.include_siblings,
+                                   superseded=as_of is not None)
         return Filter(must=(key, *must), must_not=tuple(must_not))
-    return _unkeyed(m, rf, types, contextual).and_(*must).but_not(*must_not)
+    unkeyed = _unkeyed(m, rf, types, contextual).and_(*must).but_not(*must_not)
+    # A superseded note (valid_to_ts > 0) leaves every search but an as_of one.
+    return unkeyed if as_of is not None else unkeyed.but_not(Range("valid_to_ts", gt=0))
+
+
+def as_of_conditions(m: NoteCore, as_of: str | None,
+                     project: str = "") -> tuple[list[Any], list[Any]] | None:
+    """(must, must_not) of the notes believed at ``as_of`` (an ISO date or date-time, or a
+    commit of one of ``project``'s git sources: its commit time): written by then
+    (``valid_from_ts`` for the current text of an updated note), and not superseded by
+    then. None: no as_of."""
+    if as_of is None:
+        return None
+    when = parse_iso(as_of.strip()) if isinstance(as_of, str) and len(as_of) <= 64 else None
+    ts = when.timestamp() if when is not None else _commit_time(m, as_of, project)
+    if ts is None:
+        raise InvalidArgument(f"as_of={str(as_of)[:64]!r} is neither a date nor a commit of "
+                              f"{project!r}'s sources: give an ISO date or date-time such as "
+                              "2026-03-01 or 2026-03-01T12:00:00Z, or a commit id",
+                              field="as_of")
+    if ts > m.clock.now().timestamp():
+        raise InvalidArgument("as_of is in the future: the brain believes nothing yet "
+                              "there; leave it out for what it believes now", field="as_of")
+    return ([Range("created_ts", lte=ts)],
+            [Range("valid_from_ts", gt=ts), Range("valid_to_ts", gt=0, lte=ts)])
 
 
 def _unkeyed(m: NoteCore, rf: RecallFilter, types: tuple[str, ...], contextual: bool) -> Filter:
@@ -98,6 +130,16 @@ def _unkeyed(m: NoteCore, rf: RecallFilter, types: tuple[str, ...], contextual: 
     must_not = () if contextual else (MatchAny("note_kind", CONTEXTUAL_KINDS),)
     return Filter(must=NOTE_FILTER.must + tuple(must), must_not=NOTE_FILTER.must_not + must_not)
 
+
+def _commit_time(m: NoteCore, ref: str, project: str) -> float | None:
+    commit_time = getattr(m.citer, "commit_time", None)  # the citations' git, when on
+    if commit_time is None or not isinstance(ref, str) or len(ref) > 64:
+        return None
+    try:
+        t = commit_time(ref, project)
+    except InvalidArgument:  # not a ref's shape
+        return None
+    return float(t) if t is not None else None
 
 def branch_conditions(m: NoteCore, rf: RecallFilter, project: str | None) -> list[Filter]:
     """What the branch rule hides (brain/citations/branches.py): notes still open on a

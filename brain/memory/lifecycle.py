@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from brain.errors import Conflict, InvalidArgument
-from brain.memory import hype
+from brain.memory import hype, supersede
 from brain.memory.core import NoteCore
 from brain.notes import MEMORY_TYPES, NOTE_KINDS, point_id
 from brain.trust import tenancy
-from brain.vector_store import Filter, Match
+from brain.vector_store import Filter, Match, Range
 
 # The fields the salience filter key is computed from (brain/memory/salience.py).
 _SALIENCE_INPUTS = frozenset({"salience", "salience_ts", "pinned", "created_ts",
@@ -43,8 +43,16 @@ def pin(m: NoteCore, zk_id: str, pinned: bool) -> dict[str, Any]:
 
 
 def forget(m: NoteCore, zk_id: str) -> dict[str, Any]:
+    """Soft-delete a note; one a live note proposed to supersede is superseded by it instead
+    (returned with ``superseded_by`` and not forgotten; brain/memory/supersede.py)."""
     now, ts = m._now()
-    p = set_state(m, zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
+    with m._write_lock:
+        old = m.get_payload(zk_id, include_forgotten=True)
+        newer = supersede.settle(m, old) if old.get("proposed_by") else None
+        if newer is not None:
+            return m.get_payload(zk_id)
+        p = set_state(m, zk_id, forgotten=True, forgotten_ts=ts, forgotten_at=now)
+        supersede.release(m, p)  # what it superseded is believed again
     hype.drop(m.store, [p["zk_id"]])  # written again if it is restored
     m._emit("forgotten", p)
     return p
@@ -55,6 +63,7 @@ def restore(m: NoteCore, zk_id: str) -> dict[str, Any]:
         p = m.get_payload(zk_id, include_forgotten=True)
         if p.get("forgotten"):
             p = set_state(m, p["zk_id"], forgotten=False, forgotten_ts=0.0, forgotten_at="")
+            supersede.reapply(m, p)
             restored = "forgotten"
         elif p["memory_type"] == "archived":
             back = p.get("archived_from") or "permanent"
@@ -83,11 +92,15 @@ def stats(m: NoteCore) -> dict[str, Any]:
     CLI, outside any call, counts every note."""
     scope = m._tenancy() if tenancy.in_call() else ()
     mine = Filter(must=(Match("kind", "note"), *scope))
+    # A superseded note (an earlier version included) is history, counted apart.
+    old = Range("valid_to_ts", gt=0)
     by_type = {t: m.store.count(Filter(must=(*mine.must, Match("memory_type", t)),
-                                       must_not=(Match("forgotten", True),)))
+                                       must_not=(Match("forgotten", True), old)))
                for t in MEMORY_TYPES}
+    superseded = m.store.count(Filter(must=(*mine.must, old),
+                                      must_not=(Match("forgotten", True),)))
     live = Filter(must=mine.must, must_not=(Match("forgotten", True),
-                                            Match("memory_type", "archived")))
+                                            Match("memory_type", "archived"), old))
     by_kind = {k: m.store.count(live.and_(Match("note_kind", k))) for k in NOTE_KINDS}
     forgotten = m.store.count(Filter(must=(*mine.must, Match("forgotten", True))))
     return {
@@ -95,5 +108,6 @@ def stats(m: NoteCore) -> dict[str, Any]:
         "by_memory_type": by_type,
         "by_note_kind": {k: v for k, v in by_kind.items() if v},
         "forgotten_pending": forgotten,
+        **({"superseded": superseded} if superseded else {}),
         "graph": m.graph.stats(),
     }

@@ -12,7 +12,7 @@ from typing import Any
 
 from brain.embedding.credential import query_vector as query_vector_of
 from brain.errors import InvalidArgument
-from brain.memory import hype
+from brain.memory import hype, supersede
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
 from brain.memory.filters import RecallFilter, build_filter
 from brain.notes import point_id
@@ -87,12 +87,14 @@ def _hit(m: NoteCore, c: Candidate) -> dict[str, Any]:
 
 
 def get(m: NoteCore, zk_id: str) -> dict[str, Any]:
-    """One whole note the caller may see, access-stamped (the ``get_note`` tool)."""
+    """One whole note the caller may see, access-stamped (the ``get_note`` tool), with the
+    notes it superseded (``history``, when it has any)."""
     payload = m.get_payload(zk_id)
     m.stamp_access([payload["zk_id"]])
     if m.citer is not None:
         m.citer.refresh([payload])
-    return m.public(payload)
+    past = supersede.history(m, payload) if payload.get("supersedes") else []
+    return m.public(payload, history=past) if past else m.public(payload)
 
 
 def related(m: NoteCore, zk_id: str, depth: int = 1) -> dict[str, Any]:

@@ -9,7 +9,7 @@ part's state except through the core.
 
 from __future__ import annotations
 
-from brain.memory import explore, filters, lifecycle, read, write
+from brain.memory import explore, filters, lifecycle, read, supersede, write
 from brain.memory.core import NoteCore
 
 
@@ -35,6 +35,8 @@ class MemoryService(NoteCore):
     hub_notes = explore.hub_notes
     links_among = explore.links_among
     latest = explore.latest
+    # supersession
+    history = supersede.history
     # lifecycle
     set_state = lifecycle.set_state
     pin = lifecycle.pin

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from brain.errors import Conflict, InvalidArgument
-from brain.memory import hype
+from brain.memory import hype, supersede
 from brain.memory.core import (
     NOTE_FILTER,
     NoteCore,
@@ -127,9 +127,13 @@ def add(
     context: str | None = None,
     cites: Sequence[str] = (),
     soft_cites: Sequence[str] = (),
+    supersedes: Sequence[str] | None = None,
+    detect: bool = True,
 ) -> WriteResult:
     """``cites``: code the note cites (each must resolve); ``soft_cites``: references kept
-    when they resolve (close_session's key_files). See brain/citations."""
+    when they resolve (close_session's key_files). See brain/citations. ``supersedes``:
+    notes this one replaces; ``detect``: also look for notes it replaces unsaid (a
+    permanent note; brain/memory/supersede.py)."""
     targets = []
     for target, relation in links:
         require_enum(relation, RELATIONS, "relation")
@@ -151,10 +155,18 @@ def add(
     if m.citer is not None:  # before the write: a citation that does not resolve refuses it
         m.citer.attach(payload, cites, soft_cites)
     project = payload["project"]
+    olds = supersede.targets(m, payload, supersedes)  # checked before anything is written
+    verdicts: list[supersede.Verdict] = []
     with m._write_lock:
         zk_id = _unused_id(m)
         payload["zk_id"] = zk_id
         dense, sparse = m._vectors(payload)
+        if detect and payload["memory_type"] == "permanent":
+            explicit = {o["zk_id"] for o in olds}
+            verdicts = [v for v in supersede.detect(m, payload, dense) if v.zk_id not in explicit]
+            proposed = [v.zk_id for v in verdicts if v.confidence == "proposed"]
+            if proposed:
+                payload["proposed_supersedes"] = proposed
         linked: list[dict[str, str]] = []
         for target, relation in links:
             payload["links"].append(target)
@@ -172,10 +184,23 @@ def add(
             linked = _backlink(m, zk_id, payload)
         m.graph.upsert_node(zk_id)
         _sync_graph(m, zk_id, payload)
+        detected = [v for v in verdicts if v.confidence == "applied"]
+        if payload.get("proposed_supersedes"):
+            supersede.propose(m, payload, payload["proposed_supersedes"])
+        if olds or detected:
+            found = {pt.payload["zk_id"]: pt.payload for pt in
+                     m.store.retrieve([point_id(v.zk_id) for v in detected])}
+            supersede.apply(m, payload, [*olds, *(found[v.zk_id] for v in detected
+                                                 if v.zk_id in found)])
     if thread is not None:
         m.threads.advance(thread, zk_id, payload["content"])
     m._emit("added", payload)
-    return WriteResult(m.public(payload), redacted, linked)
+    result = WriteResult(m.public(payload), redacted, linked)
+    if olds or verdicts:
+        result.supersession = {"superseded": [o["zk_id"] for o in olds]
+                               + [v.zk_id for v in verdicts if v.confidence == "applied"],
+                               "detected": [v.as_dict() for v in verdicts]}
+    return result
 
 
 def session_thread(m: NoteCore, project: str | None) -> tuple[str, str, str]:
@@ -251,12 +276,26 @@ def link(m: NoteCore, src: str, dst: str, relation: str = "related") -> None:
         _backlink(m, src, new)
 
 
-def update(m: NoteCore, zk_id: str, new_content: str) -> WriteResult:
+def update(m: NoteCore, zk_id: str, new_content: str | None,
+           supersedes: Sequence[str] | None = None, keep_history: bool = False) -> WriteResult:
+    """Correct a note. ``keep_history`` (update_memory): its earlier text is kept as a
+    version note it supersedes (its ``history``); the brain's own rewrites (a repeated
+    failure's merged text, a refined handoff) keep none. ``supersedes`` (confirms a proposal,
+    and settles the rest): the notes it replaces; ``new_content`` None: only that."""
+    if new_content is None:
+        if supersedes is None:
+            raise InvalidArgument("give new_content, supersedes, or both", field="new_content")
+        return WriteResult(m.public(supersede.confirm(m, zk_id, supersedes)))
     content, redacted = prepare_content(m, new_content, "new_content")
     with m._write_lock:
         old = m.get_payload(zk_id)
+        olds = supersede.targets(m, old, supersedes)
+        if content == old.get("content") and supersedes is not None:
+            return WriteResult(m.public(supersede.confirm(m, zk_id, supersedes)), redacted)
         enr = enrich(content, old.get("note_kind", "general"), old.get("project", ""))
         now, ts = m._now()
+        changed = content != old.get("content")
+        version = [_keep_version(m, old, now, ts)] if keep_history and changed else []
         payload = {
             **old,
             "content": content,
@@ -269,16 +308,41 @@ def update(m: NoteCore, zk_id: str, new_content: str) -> WriteResult:
             "enriched_by": "heuristic",
             "embed_model": m.meta.model,
         }
+        if version:  # its current text is believed from now on (an as_of search)
+            payload.update(valid_from=now, valid_from_ts=ts)
         if m.citer is not None:  # the caller has read the code again: anchor to it now
             m.citer.reanchor(payload)
         dense, sparse = m._vectors(payload)
         m.store.upsert([Point(point_id(payload["zk_id"]), payload, dense, sparse)])
+        if version or olds:
+            supersede.apply(m, payload, [*version, *olds])
+        if supersedes is not None and payload.get("proposed_supersedes"):
+            payload["proposed_supersedes"] = []
+            m.store.set_payload([point_id(payload["zk_id"])], {"proposed_supersedes": []})
         # Questions of the old content would find the new one: gone now, rewritten by the
         # "updated" job when a model is configured.
         hype.drop(m.store, [payload["zk_id"]])
         m.graph.upsert_node(payload["zk_id"])
     m._emit("updated", payload)
     return WriteResult(m.public(payload), redacted)
+
+
+def _keep_version(m: NoteCore, old: dict[str, Any], now: str, ts: float) -> dict[str, Any]:
+    """Store the note's text before an update as a version note (its own id, vectors and
+    validity; no links, so the graph and get_related stay as they were)."""
+    pts = m.store.retrieve([point_id(old["zk_id"])], with_vectors=True)
+    vid = _unused_id(m)
+    version = {**old, "zk_id": vid, "version_of": old["zk_id"], "links": [], "link_types": {},
+               "supersedes": [], "proposed_supersedes": [], "superseded_by": old["zk_id"],
+               "valid_to": now, "valid_to_ts": ts,
+               "valid_from": old.get("valid_from") or old.get("created", ""),
+               "valid_from_ts": old.get("valid_from_ts") or old.get("created_ts", 0.0)}
+    if pts and pts[0].dense is not None:
+        dense, sparse = pts[0].dense, pts[0].sparse
+    else:  # pragma: no cover - a store that gives no vectors back
+        dense, sparse = m._vectors(version)
+    m.store.upsert([Point(point_id(vid), m.keyed(version), dense, sparse)])
+    return version
 
 
 def apply_fields(m: NoteCore, zk_id: str, fields: dict[str, Any], reembed: bool) -> dict[str, Any]:

@@ -11,8 +11,9 @@ A key is the JSON list ``[user, audience, model, memory_type, class]``:
 
 - ``audience``: ``shared`` (every agent of the user sees the note), ``agent:<id>`` (a private
   note, its agent alone), and on every note ``*`` (the user's whole view, include_siblings);
-- ``class``: ``ctx`` for the session records a search leaves out by default
-  (``CONTEXTUAL_KINDS``), else ``std``.
+- ``class``: ``old`` for a note another superseded (its ``valid_to`` set;
+  brain/memory/supersede.py), which only an ``as_of`` search asks for; else ``ctx`` for the
+  session records a search leaves out by default (``CONTEXTUAL_KINDS``); else ``std``.
 
 A note that is forgotten, or lacks a user, model or memory type, has no key: no search finds
 it, as none did. JSON keeps the parts apart whatever characters an id holds. Multi-valued
@@ -54,7 +55,7 @@ MARK = "recall_key_version"
 CURSOR = "recall_key_cursor"
 # The payload fields a key is computed from: a change to any of them moves the key.
 INPUTS = frozenset({"kind", "forgotten", "embed_model", "user_id", "agent_id", "visibility",
-                    "memory_type", "note_kind"})
+                    "memory_type", "note_kind", "valid_to"})
 ALL_AGENTS = "*"
 SHARED = "shared"
 PRIVATE = "private"
@@ -82,7 +83,8 @@ def keys(payload: Mapping[str, Any]) -> list[str]:
     if "note" not in _values(payload.get("kind")) or payload.get("forgotten") is True:
         return []
     kinds = _values(payload.get("note_kind"))
-    classes = ["ctx"] if _CONTEXTUAL & set(kinds) else ["std"]
+    classes = ["old"] if payload.get("valid_to") else (
+        ["ctx"] if _CONTEXTUAL & set(kinds) else ["std"])
     audiences = [ALL_AGENTS]
     if PRIVATE not in _values(payload.get("visibility")):  # missing reads as shared
         audiences.append(SHARED)
@@ -116,11 +118,14 @@ def stamped(points: Sequence[Point]) -> list[Point]:
 
 
 def condition(user: str, agent: str, model: str, memory_types: Iterable[str], *,
-              contextual: bool, siblings: bool) -> MatchAny:
+              contextual: bool, siblings: bool, superseded: bool = False) -> MatchAny:
     """The one condition that stands for the notes ``user``/``agent`` may see, embedded by
-    ``model``, of ``memory_types``, with the session records when ``contextual``."""
+    ``model``, of ``memory_types``, with the session records when ``contextual`` and the
+    superseded notes when ``superseded``."""
     audiences = [ALL_AGENTS] if siblings else [SHARED, f"agent:{agent}"]
     classes = ["std", "ctx"] if contextual else ["std"]
+    if superseded:
+        classes.append("old")
     return MatchAny(FIELD, tuple(encode(user, a, model, t, c) for a, t, c in
                                  itertools.product(audiences, memory_types, classes)))
 

@@ -137,6 +137,7 @@ class SessionService:
             p.payload
             for p in scroll_all(self.store, flt)
             if not p.payload.get("forgotten") and (not pinned or p.payload.get("pinned"))
+            and not p.payload.get("valid_to")  # superseded: history (brain/memory/supersede.py)
         ]
         notes.sort(key=lambda p: (float(p.get("created_ts") or 0), p["zk_id"]), reverse=True)
         return notes
