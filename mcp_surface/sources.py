@@ -128,7 +128,7 @@ def register(mcp: FastMCP, call: Call) -> None:
             return await call(lambda s: s.sources.add(
                 folder, name, project, trigger or "auto", exclude, include, max_scan_files,
                 interval_s, use_gitignore=use_gitignore is not False, visibility=visibility,
-                pinned=pinned, consent=True))  # over stdio only (brain/trust/paths.py)
+                pinned=pinned))  # an agent's call is no consent: `brain source add` is
         if action == "workspace":
             folder = path or ""
             return await call(lambda s: s.sources.ensure_workspace(folder, project))

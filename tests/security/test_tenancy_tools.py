@@ -234,6 +234,9 @@ def _aimed(ids: dict[str, str], note: str, fleeting: str, doc: str, src: str,
                                   "selected_cluster_ids": [ids["cluster"]]}],
         "brain_capabilities": [{}],
         "add_source": [{"path": str(bob_dir), "name": "other-src", "trigger": "manual"}],
+        # the client's workspace: bob's folder becomes bob's source (or is bob's already);
+        # alice's source on her folder stays hers, unseen
+        "sources.workspace": [{"path": str(bob_dir)}],
         "list_sources": [{}],
         "update_source": [{"source": src, "name": "renamed"}],
         "remove_source": [{"source": src, "purge": True}],
@@ -319,13 +322,22 @@ def _actions(tools: list[Any]) -> set[tuple[str, str]]:
             for a in t.inputSchema["properties"].get("action", {}).get("enum", [""])}
 
 
+def _shape(name: str, case: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A case's call: ``tool.action`` for an action no earlier release named, else the
+    earlier release's name through ``current_shape``."""
+    if "." in name:
+        tool, action = name.split(".", 1)
+        return tool, {"action": action, **case}
+    return current_shape(name, case)
+
+
 async def _run_all(w: World, who: Identity, aimed: dict[str, list[dict[str, Any]]],
                    forbidden: dict[str, str]) -> list[str]:
     """Runs every case. A case is keyed by its action's own name (``health_gc`` is the
     ``health`` tool's gc action, as earlier releases named it): ``current_shape`` gives the
     call to today's tool, and every action of every listed tool must have a case."""
     listed = _actions(await w.client.list_tools())
-    calls = {old: current_shape(old, {}) for old in aimed}
+    calls = {old: _shape(old, {}) for old in aimed}
     covered = {(new, str(args.get("action", ""))) for new, args in calls.values()}
     assert listed == covered, (
         f"tool actions without a tenancy case: {sorted(listed - covered)}; "
@@ -334,7 +346,7 @@ async def _run_all(w: World, who: Identity, aimed: dict[str, list[dict[str, Any]
     problems: list[str] = []
     for name in sorted(aimed):
         for case in aimed[name]:
-            tool, args = current_shape(name, dict(case))
+            tool, args = _shape(name, dict(case))
             ok, text = await w.call(who, tool, args)
             seen = _strip_args(text, args)
             for what, marker in forbidden.items():

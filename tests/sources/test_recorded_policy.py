@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+from fastmcp.exceptions import ToolError
 from starlette.testclient import TestClient
 
 from brain.app import Brain
@@ -202,13 +203,17 @@ def test_a_damaged_policy_file_widens_nothing_and_two_writers_keep_both_grants(
     assert (home / "policy.json").read_text() == "{not json"
 
 
-async def test_the_sources_tool_over_stdio_is_consent_too(
+async def test_the_sources_tool_is_no_consent(
     brain: Brain, client: Client, tmp_path: Path
 ) -> None:
+    """An agent's tool call is not the user's consent (an instruction hidden in a file could
+    ask for /etc): outside the roots the tool is refused, naming the command that is consent,
+    and nothing is recorded."""
     brain.settings.paths.allowed_roots = [str(tmp_path / "allowed")]
     outside = tmp_path / "opt" / "proj"
     _w(outside, "a.py", "ZEBRACORN = 1\n")
-    res = (await client.call_tool("sources", {"action": "add", "path": str(outside)})
-           ).structured_content
-    assert res["granted_root"] == str(outside)
-    assert [g["root"] for g in _policy(brain.home)["granted"]] == [str(outside)]
+    with pytest.raises(ToolError, match=r"FORBIDDEN.*brain source add"):
+        await client.call_tool("sources", {"action": "add", "path": str(outside)})
+    recorded = _policy(brain.home) if (brain.home / "policy.json").exists() else {}
+    assert recorded.get("granted", []) == []
+    assert brain.sources.list(None) == []
