@@ -60,9 +60,9 @@ class RecallFilters(BaseModel):
         description="Payload rules, all must hold: {key, value|any|none_of|gte|gt|lte|lt, "
                     "not?}")] = None
     as_of: Date = None
-    # "" your git branch, "*" every branch, or a branch's name (docs/citations.md); no
-    # description: tools/list is within 300 characters of its budget.
-    branch: str = ""
+    # None your git branch, "*" every branch, or a branch's name (docs/citations.md); no
+    # description: tools/list is within 20 characters of its budget.
+    branch: Annotated[str | None, Field(max_length=255)] = None
 
 
 # The filter fields, as earlier releases took them at the top level of a call (profiles.py
@@ -90,7 +90,7 @@ def recall_filter(project: str | None, filters: RecallFilters | None) -> RecallF
         include_siblings=f.include_siblings,
         all_projects=f.all_projects,
         as_of=f.as_of,
-        branch=f.branch,
+        branch=f.branch or "",
     )
 
 

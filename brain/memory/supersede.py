@@ -48,6 +48,7 @@ from typing import Any, Literal
 from brain.errors import InvalidArgument
 from brain.memory.core import NOTE_FILTER, NoteCore
 from brain.notes import point_id
+from brain.trust import tenancy
 from brain.trust.limits import MAX_ITEMS
 from brain.vector_store import Match
 
@@ -154,9 +155,7 @@ def detect(m: NoteCore, payload: dict[str, Any], dense: Sequence[float]) -> list
     """The verdicts on the notes a new note (not yet stored) may supersede."""
     flt = NOTE_FILTER.and_(Match("project", payload["project"]),
                            Match("memory_type", payload["memory_type"]),
-                           Match("user_id", payload["user_id"]),
-                           Match("visibility", payload.get("visibility", "shared")),
-                           *m._tenancy())
+                           *tenancy.same_audience(payload), *m._tenancy())
     out = []
     for hit in m.store.query_dense(dense, flt, CANDIDATES):
         old = hit.payload

@@ -134,6 +134,14 @@ def linkable(visibility: str) -> tuple[Match, ...]:
     return () if visibility == PRIVATE else (Match("visibility", SHARED),)
 
 
+def same_audience(payload: Mapping[str, Any]) -> tuple[Match, ...]:
+    """Store conditions for the records read by the same audience as ``payload``: its user
+    and visibility, and its agent when private (what a supersession may cross)."""
+    vis = payload.get("visibility", SHARED)
+    own = (Match("user_id", payload["user_id"]), Match("visibility", vis))
+    return (*own, Match("agent_id", payload["agent_id"])) if vis == PRIVATE else own
+
+
 def sql(ident: Identity) -> tuple[str, list[str]]:
     """The same rule as a SQL condition over columns user_id, agent_id, visibility."""
     return ("(user_id = ? AND (visibility != ? OR agent_id = ?))",
