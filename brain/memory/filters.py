@@ -167,6 +167,18 @@ def branch_conditions(m: NoteCore, rf: RecallFilter, project: str | None) -> lis
     return [Filter(must=(open_,), must_not=(Match("branch", asked),))]
 
 
+def on_another_branch(m: NoteCore, payload: dict[str, Any]) -> bool:
+    """Whether ``payload`` is a note still open on a branch other than the caller's: what
+    :func:`branch_conditions` hides from a search by default, for the reads that step from
+    note to note (get_related, deep_search's hops) rather than search."""
+    if not payload.get("branch_open"):
+        return False
+    project = payload.get("project")
+    current = m.branches.current(project) if m.branches is not None and project else None
+    # no git for the project: nothing hidden; a detached HEAD ("") is on no branch
+    return current is not None and payload.get("branch") != current
+
+
 def salience_condition(m: NoteCore, floor: float) -> Filter:
     """Notes whose salience now (it decays on read) is at least ``floor``: an exact, indexed
     range on their time-invariant ``salience_key`` (brain/memory/salience.py)."""

@@ -14,7 +14,7 @@ from brain.embedding.credential import query_vector as query_vector_of
 from brain.errors import InvalidArgument
 from brain.memory import hype, supersede
 from brain.memory.core import NoteCore, check_top_k, embed_text, require_text
-from brain.memory.filters import RecallFilter, build_filter
+from brain.memory.filters import RecallFilter, build_filter, on_another_branch
 from brain.notes import point_id
 from brain.search.fusion import Candidate, leg_fields, matched_by
 from brain.search.policy import rank
@@ -111,7 +111,7 @@ def related(m: NoteCore, zk_id: str, depth: int = 1) -> dict[str, Any]:
 def _walk(m: NoteCore, start: str, depth: int) -> dict[str, tuple[int, str, str, dict[str, Any]]]:
     """Notes within ``depth`` hops of ``start`` (either direction), stepping only on notes
     the caller may see: a path through a sibling's private note would name it (via)
-    and reveal what it links."""
+    and reveal what it links; nor through a note still open on another git branch."""
     found: dict[str, tuple[int, str, str, dict[str, Any]]] = {}
     frontier = [start]
     for hop in range(1, depth + 1):
@@ -123,7 +123,8 @@ def _walk(m: NoteCore, start: str, depth: int) -> dict[str, tuple[int, str, str,
         frontier = []
         for pt in m.store.retrieve([point_id(z) for z in offers]):
             p = pt.payload
-            if p.get("kind") == "note" and m.visible(p):
+            # a note open on another branch is hidden here as in search (filters.py)
+            if p.get("kind") == "note" and m.visible(p) and not on_another_branch(m, p):
                 found[p["zk_id"]] = (*offers[p["zk_id"]], p)
                 frontier.append(p["zk_id"])
     return found

@@ -50,7 +50,8 @@ from brain.memory.core import NOTE_FILTER, NoteCore
 from brain.notes import point_id
 from brain.trust import tenancy
 from brain.trust.limits import MAX_ITEMS
-from brain.vector_store import Match
+from brain.vector_store import Filter, Match, Range
+from brain.vector_store.base import Condition
 
 APPLY_SIMILARITY = 0.80
 APPLY_OVERLAP = 0.6
@@ -119,6 +120,17 @@ def _stated(text: str, changed: set[str]) -> bool:
     return any(w in changed for w in words[cues[-1] + 1:cues[-1] + 4])
 
 
+def _subject_changed(text: str, changed: set[str]) -> bool:
+    """Whether a changed term stands before the value, in the claim's subject: "the build 1
+    uses cache tier 1" against "the build 0 uses cache tier 0" is another build's fact, and
+    "the setting_6_2 limit is 62" another setting's, however alike the two read."""
+    raw = re.findall(r"[^\s`'\"()]+", text)
+    words = [t.lower().strip(".,:=") for t in raw]
+    cues = [i for i, (w, r) in enumerate(zip(words, raw, strict=True))
+            if w in _CUE or r.endswith((":", "="))]
+    return bool(cues) and any(w in changed for w in words[:cues[-1]])
+
+
 def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdict | None:
     """Whether ``new`` supersedes ``old`` (see the module docstring), and how surely."""
     if similarity < SLOT_SIMILARITY:
@@ -129,6 +141,9 @@ def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdic
         return None  # the same claim restated, or nothing in common
     if len(mine) > MAX_CHANGED_TERMS or len(theirs) > MAX_CHANGED_TERMS:
         return None
+    if (_subject_changed(new.get("content", ""), mine)
+            or _subject_changed(old.get("content", ""), theirs)):
+        return None  # the changed term names what the claim is about: another subject
     kinds = {_kind(t) for t in mine | theirs}
     cited = bool(_cite_keys(new) & _cite_keys(old))
     if not cited and not _stated(new.get("content", ""), mine):
@@ -155,7 +170,8 @@ def detect(m: NoteCore, payload: dict[str, Any], dense: Sequence[float]) -> list
     """The verdicts on the notes a new note (not yet stored) may supersede."""
     flt = NOTE_FILTER.and_(Match("project", payload["project"]),
                            Match("memory_type", payload["memory_type"]),
-                           *tenancy.same_audience(payload), *m._tenancy())
+                           *tenancy.same_audience(payload), *m._tenancy(),
+                           *_same_branch(payload))
     out = []
     for hit in m.store.query_dense(dense, flt, CANDIDATES):
         old = hit.payload
@@ -167,6 +183,16 @@ def detect(m: NoteCore, payload: dict[str, Any], dense: Sequence[float]) -> list
         if verdict is not None:
             out.append(verdict)
     return out
+
+
+def _same_branch(payload: dict[str, Any]) -> tuple[Condition | Filter, ...]:
+    """Where a detected supersession may look (brain/citations/branches.py): a note still open
+    on a branch supersedes notes open on that branch only (the project's fact stays true on
+    the default branch until the branch merges); a project-wide note, project-wide ones."""
+    open_ = Range("branch_open", gte=1)
+    if payload.get("branch_open"):
+        return (open_, Match("branch", payload.get("branch", "")))
+    return (Filter(must_not=(open_,)),)
 
 
 def _same_audience(new: dict[str, Any], old: dict[str, Any]) -> bool:

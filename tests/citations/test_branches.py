@@ -107,6 +107,20 @@ def test_a_note_citing_code_on_a_branch_is_seen_on_that_branch_only(brain: Brain
     assert "branch" not in main_note
 
 
+def test_get_related_does_not_step_onto_another_branch(brain: Brain, repo: Path) -> None:
+    """A link from a project-wide note to a branch note does not show it off its branch."""
+    _git(repo, "checkout", "-qb", "feat")
+    _on(brain, repo)
+    scoped = brain.memory.add("On feat the worker retries with a tenant_id column",
+                              "general", cites=["queue/worker.py::retry"]).note["zk_id"]
+    plain = brain.memory.add("Retries are configured per queue", "general").note["zk_id"]
+    brain.memory.link(plain, scoped, "related")
+    assert scoped in {n["zk_id"] for n in brain.memory.related(plain)["related"]}
+    _git(repo, "checkout", "-q", "main")
+    _on(brain, repo)
+    assert scoped not in {n["zk_id"] for n in brain.memory.related(plain, 2)["related"]}
+
+
 def test_a_real_git_merge_promotes_the_branch_notes_to_the_project(brain: Brain,
                                                                   repo: Path) -> None:
     _git(repo, "checkout", "-qb", "feat")
