@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from brain.errors import BrainError, ConfigError, DataDirUnwritable, DiskFull
 
@@ -26,8 +26,12 @@ class StartFailed(BrainError):
     code = "START_FAILED"
 
 
-def brain_error_in(exc: BaseException) -> BrainError | None:
-    """The typed error behind ``exc`` (itself, its cause, or inside an exception group)."""
+E = TypeVar("E", bound=BaseException)
+
+
+def _found_in(exc: BaseException, kind: type[E]) -> E | None:
+    """The first ``kind`` behind ``exc``: itself, its cause or context, or inside an
+    exception group."""
     seen: set[int] = set()
     stack: list[BaseException] = [exc]
     while stack:
@@ -35,7 +39,7 @@ def brain_error_in(exc: BaseException) -> BrainError | None:
         if id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, BrainError):
+        if isinstance(e, kind):
             return e
         if isinstance(e, BaseExceptionGroup):
             stack.extend(e.exceptions)
@@ -43,25 +47,16 @@ def brain_error_in(exc: BaseException) -> BrainError | None:
             if nxt is not None:
                 stack.append(nxt)
     return None
+
+
+def brain_error_in(exc: BaseException) -> BrainError | None:
+    """The typed error behind ``exc`` (itself, its cause, or inside an exception group)."""
+    return _found_in(exc, BrainError)
 
 
 def _os_error_in(exc: BaseException) -> OSError | None:
     """The OSError behind ``exc`` (itself, its cause, or inside an exception group)."""
-    seen: set[int] = set()
-    stack: list[BaseException] = [exc]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, OSError):
-            return e
-        if isinstance(e, BaseExceptionGroup):
-            stack.extend(e.exceptions)
-        for nxt in (e.__cause__, e.__context__):
-            if nxt is not None:
-                stack.append(nxt)
-    return None
+    return _found_in(exc, OSError)
 
 
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
