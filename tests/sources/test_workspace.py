@@ -37,17 +37,22 @@ def _server(home: Path, cwd: Path, **env: str) -> StdioTransport:
                           env=full, cwd=str(cwd))
 
 
-async def _grep_until_found(client: Client, query: str) -> dict[str, Any]:
-    """fs_search grep until the workspace's first sync has indexed the file."""
+async def _until_found(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    """fs_search until the workspace's first sync has indexed the file: grep sees it once
+    the source is registered, the semantic index once its chunks are embedded (a sync that
+    yields to these very calls: brain/embedding/lanes.py)."""
     res: dict[str, Any] = {}
     with anyio.move_on_after(HANG_S):
         while True:
-            res = (await client.call_tool("fs_search", {"query": query, "search_mode": "grep"})
-                   ).structured_content
+            res = (await client.call_tool("fs_search", args)).structured_content
             if res["count"]:
                 break
             await anyio.sleep(0.2)
     return res
+
+
+async def _grep_until_found(client: Client, query: str) -> dict[str, Any]:
+    return await _until_found(client, {"query": query, "search_mode": "grep"})
 
 
 async def test_a_client_announcing_roots_gets_its_workspace_searchable_with_no_setup(
@@ -62,8 +67,7 @@ async def test_a_client_announcing_roots_gets_its_workspace_searchable_with_no_s
         res = await _grep_until_found(client, "zebracorn_invoice")
         assert res["sources"] == ["shop"] and res["count"] == 1, res
         assert res["results"][0]["path"] == "app/billing.py"
-        sem = (await client.call_tool("fs_search", {"query": "zebracorn invoice",
-                                                    "project": "shop"})).structured_content
+        sem = await _until_found(client, {"query": "zebracorn invoice", "project": "shop"})
         assert sem["results"] and sem["results"][0]["path"] == "app/billing.py", sem
     next_session = Client(_server(home, elsewhere), roots=[proj.as_uri()], mode="legacy")
     async with next_session as client:
