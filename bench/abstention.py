@@ -28,12 +28,23 @@ from bench.splits import split_of
 KS = (1, 5, 10)
 
 
+def load_conversations(m: Any, convs: list[Any]) -> dict[int, dict[str, str]]:
+    """Every conversation's turns bulk-loaded into its own project: per conversation, the
+    note id -> the turn's dia_id its gold names."""
+    from brain.memory.bulk import BulkNote, bulk_add
+
+    keys: dict[int, dict[str, str]] = {}
+    for conv in convs:
+        res = bulk_add(m, [BulkNote(t.text, project=conv.project) for t in conv.turns])
+        keys[conv.index] = dict(zip(res.zk_ids, [t.dia_id for t in conv.turns], strict=True))
+    return keys
+
+
 def collect(home: Path, data: Path, log: Any = print) -> list[dict[str, Any]]:
     """One row per search: half, answerable, the gold rank (answerable), the verdict."""
     from brain.embedding.credential import query_vector
     from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder
     from brain.memory import RecallFilter
-    from brain.memory.bulk import BulkNote, bulk_add
     from brain.memory.core import embed_text
     from brain.memory.read import _retrieve
     from brain.search import relevance
@@ -46,10 +57,7 @@ def collect(home: Path, data: Path, log: Any = print) -> list[dict[str, Any]]:
     try:
         m = brain.memory
         floor = brain.search_policy.relevance
-        keys: dict[int, dict[str, str]] = {}
-        for conv in convs:
-            res = bulk_add(m, [BulkNote(t.text, project=conv.project) for t in conv.turns])
-            keys[conv.index] = dict(zip(res.zk_ids, [t.dia_id for t in conv.turns], strict=True))
+        keys = load_conversations(m, convs)
         log(f"abstention: {sum(len(k) for k in keys.values())} turns loaded; floor {floor}")
         rows = []
         for i, conv in enumerate(convs):

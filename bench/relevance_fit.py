@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import data_dir, open_brain
+from bench.abstention import load_conversations
 
 Row = dict[str, Any]
 Rule = Callable[[Row], bool]
@@ -109,11 +110,7 @@ def collect(data: Path, log: Any = print) -> list[Row]:
             m = brain.memory
             convs = load(data / "locomo10.json")
             splits = split_of("locomo")
-            keys: dict[int, dict[str, str]] = {}
-            for conv in convs:
-                res = bulk_add(m, [BulkNote(t.text, project=conv.project) for t in conv.turns])
-                keys[conv.index] = dict(zip(res.zk_ids, [t.dia_id for t in conv.turns],
-                                            strict=True))
+            keys = load_conversations(m, convs)
             log("relevance_fit: LoCoMo loaded")
             for i, conv in enumerate(convs):
                 other = convs[(i + 1) % len(convs)]
