@@ -180,7 +180,7 @@ def run(scratch: Path, quick: bool, log: Any = print, *, files: int | None = Non
         try:
             if variant == "no-yield":
                 brain.lanes.enabled = False  # batches neither wait nor stop for tool calls
-            out[variant] = asyncio.run(_measure(brain, work, n, window, 60 if quick else 200,
+            out[variant] = asyncio.run(_measure(brain, work, n, window, 200,
                                                 log, doc_bytes))
         finally:
             brain.close()

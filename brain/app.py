@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from brain import generations, report
+from brain import generations, heap, report
 from brain.agentic import AgenticConfig, AgenticService, OfflineRouter, note_loader
 from brain.agentic.enrichment import ChatRouter
 from brain.agentic.obsidian import ObsidianMirror
@@ -617,6 +617,7 @@ class Brain:
             self.embedder.embed_query("warm up")
         except Exception:  # noqa: BLE001 - the first real call reports the error
             log.exception("embedding model warm-up failed")
+        heap.settle_if_due()  # the loaded process's objects out of later collections
 
     def _flush_due_stamps(self) -> None:
         if self.memory.stamps.due():

@@ -21,6 +21,7 @@ trimmed, when tool calls stop for a second.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import threading
@@ -131,6 +132,7 @@ class _IdleRelease:
             time.sleep(self.idle_s / 2)
             if self._pending and time.monotonic() - self._last >= self.idle_s:
                 self._pending = False
+                settle()
                 release()
 
 
@@ -143,6 +145,41 @@ _idle = _IdleRelease(IDLE_S)
 def touch() -> None:
     """Mark activity (a tool call): the store's mapped pages are dropped once it stops."""
     _idle.touch()
+
+
+_settle_lock = threading.Lock()
+_last_settle = -1e9
+# The least time between two settles that heavy work asks for (:func:`settle_if_due`).
+SETTLE_EVERY_S = 30.0
+
+
+def settle(full: bool = True) -> None:
+    """Collect the cyclic garbage now, while no call waits, and keep what survives out of
+    later collections (``gc.freeze``). A full collection walks every tracked object, ~150,000
+    once the server has loaded (75-80 ms on this machine's 2 CPUs), and the collector runs
+    one whenever enough new objects have outlived two younger collections: during an
+    ingest that was a stop of every thread, a tool call's included, of ~100 ms, 5-6 times a
+    minute (the tail of search_memory during heavy work, BENCHMARKS.md "Tool calls during
+    heavy work"); with the survivors frozen it walks only what came since. ``full`` first
+    unfreezes, so garbage among the frozen objects is collected too: the idle spells do
+    that (when tool calls stop for ``IDLE_S``); heavy work between its batches, when no
+    call is in flight, settles without it (:func:`settle_if_due`), and its garbage among
+    the frozen waits for the next idle spell."""
+    global _last_settle
+    with _settle_lock:
+        if full:
+            gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        _last_settle = time.monotonic()
+
+
+def settle_if_due() -> None:
+    """:func:`settle` without unfreezing, when the last one is ``SETTLE_EVERY_S`` old: the
+    model's warm-up (the loaded process's objects), and heavy work between two batches
+    (what its first calls imported and built)."""
+    if time.monotonic() - _last_settle >= SETTLE_EVERY_S:
+        settle(full=False)
 
 
 def release() -> None:

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from brain import heap
+
 Event = Callable[[str, dict[str, Any]], None]
 
 BUDGET_S = 0.1  # work per background batch: what a query that lands on one waits at most
@@ -73,8 +75,29 @@ class Batch:
 
 
 def current_batch() -> Batch | None:
-    """The preemptible background batch the calling thread runs (None: a tool call's)."""
+    """The preemptible background batch the calling thread runs (None: a tool call's, or a
+    background batch that runs whole)."""
     return getattr(_bg, "batch", None)
+
+
+def in_background() -> bool:
+    """Whether the calling thread runs a background lane's batch (stoppable or whole)."""
+    return bool(getattr(_bg, "depth", 0))
+
+
+class RunLocks:
+    """The runtime's locks (brain/embedding/onnx.py, registry.py): one run at a time per
+    side, never a tool call behind a background batch. A query embedding that waited on one
+    lock for the batch in flight was the whole tail of a search during an ingest (p99 8-11x
+    idle; BENCHMARKS.md, "Tool calls during heavy work"): now the call runs beside the batch
+    (one session takes concurrent runs), and the batch is stopped where the runtime can."""
+
+    def __init__(self) -> None:
+        self._background = threading.Lock()
+        self._foreground = threading.Lock()
+
+    def __call__(self) -> threading.Lock:
+        return self._background if in_background() else self._foreground
 
 
 class Lanes:
@@ -214,12 +237,28 @@ class Lanes:
     ) -> np.ndarray | None:
         """``embed(texts)`` in background batches, each after its :meth:`turn`; None when
         ``stop()`` turned true between two batches (a cancel)."""
+        _bg.depth = getattr(_bg, "depth", 0) + 1
+        try:
+            out = self._batches(lane, embed, texts, limit, stop)
+        finally:
+            _bg.depth -= 1
+        if out is None:
+            return None
+        if not out:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.concatenate(out)
+
+    def _batches(self, lane: str, embed: Callable[[Sequence[str]], np.ndarray],
+                 texts: Sequence[str], limit: int,
+                 stop: Callable[[], bool] | None) -> list[np.ndarray] | None:
         out: list[np.ndarray] = []
         i = 0
         while i < len(texts):
             self.turn(lane, batch=True)
             if stop is not None and stop():
                 return None
+            if self.enabled and not self.busy():
+                heap.settle_if_due()  # a collection now, not in the middle of a call
             size = self.batch_size(lane, limit)
             part = list(texts[i : i + size])
             self._emit("batch", lane=lane, texts=len(part))
@@ -236,9 +275,7 @@ class Lanes:
                 raise ValueError(f"{len(vecs)} vectors for {len(part)} texts")
             out.append(np.asarray(vecs, dtype=np.float32))
             i += len(part)
-        if not out:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.concatenate(out)
+        return out
 
     def _preemptible(self, lane: str, embed: Callable[[Sequence[str]], np.ndarray],
                      part: list[str], t0: float) -> np.ndarray | None:

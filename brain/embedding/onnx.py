@@ -50,7 +50,7 @@ import numpy as np
 
 from brain import heap
 from brain.embedding.base import PromptedEncoder, normalise
-from brain.embedding.lanes import current_batch
+from brain.embedding.lanes import RunLocks, current_batch
 from brain.embedding.onnx_child import export_in_child, weights8_in_child
 from brain.embedding.onnx_quant import refusal_of
 from brain.embedding.placement import Placement, intra_op_threads, placement, spin_options
@@ -125,7 +125,8 @@ class OnnxEmbedder(PromptedEncoder):
         self._names: list[str] = []
         self._pool = "mean"
         self._lock = threading.Lock()
-        self._encode_lock = threading.Lock()
+        self._encode_lock = RunLocks()  # a tool call's run never waits behind a batch's
+        self._trim_lock = threading.Lock()
         self._place: Placement | None = None  # set with the session
         self._trim: threading.Timer | None = None  # the trim after the last batch, pending
 
@@ -227,7 +228,7 @@ class OnnxEmbedder(PromptedEncoder):
             texts = [prompt + t for t in texts]
         out = []
         shrunk = False
-        with self._encode_lock:
+        with self._encode_lock():
             for start in range(0, len(texts), self._batch_size):
                 encs = self._tokenizer.encode_batch(list(texts[start : start + self._batch_size]))
                 feed = {
@@ -266,12 +267,13 @@ class OnnxEmbedder(PromptedEncoder):
         return opts
 
     def _trim_when_idle(self) -> None:
-        """(Re)start the timer of the trim after a batch (called with the encode lock)."""
-        if self._trim is not None:
-            self._trim.cancel()
-        self._trim = threading.Timer(TRIM_AFTER_IDLE_S, heap.release)
-        self._trim.daemon = True
-        self._trim.start()
+        """(Re)start the timer of the trim after a batch."""
+        with self._trim_lock:
+            if self._trim is not None:
+                self._trim.cancel()
+            self._trim = threading.Timer(TRIM_AFTER_IDLE_S, heap.release)
+            self._trim.daemon = True
+            self._trim.start()
 
     def count_tokens(self, text: str) -> int:
         self._load()

@@ -31,6 +31,7 @@ import numpy as np
 
 from brain.embedding import endpoints as embed_endpoints
 from brain.embedding.base import ModelRecord, PromptedEncoder, normalise
+from brain.embedding.lanes import RunLocks
 from brain.embedding.remote import (
     REMOTE_RECORDS,
     OpenAITransport,
@@ -217,7 +218,7 @@ class SentenceTransformerEmbedder(PromptedEncoder):
         self._model: SentenceTransformer | None = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
-        self._encode_lock = threading.Lock()
+        self._encode_lock = RunLocks()  # a tool call's run never waits behind a batch's
 
     def _load(self) -> SentenceTransformer:
         if self._model is not None:
@@ -259,8 +260,9 @@ class SentenceTransformerEmbedder(PromptedEncoder):
         model = self._load()
         if prompt:
             texts = [prompt + t for t in texts]
-        # torch runs its own intra-op threads; one encode at a time keeps latency predictable.
-        with self._encode_lock:
+        # torch runs its own intra-op threads: one encode at a time per side (tool calls,
+        # background batches) keeps latency predictable; a call never waits behind a batch.
+        with self._encode_lock():
             vecs = model.encode(
                 list(texts),
                 batch_size=self._batch_size,

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from brain.app import Brain
-from brain.embedding.lanes import Lanes
+from brain.embedding.lanes import Lanes, RunLocks
 from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder
 from brain.generations import Gate
 from tests.files.test_files import long_text, write
@@ -220,3 +220,70 @@ def test_a_call_stops_an_onnx_batch_in_flight_and_the_batch_runs_again() -> None
     assert kinds == ["yield", "resume", "batch", "preempted", "yield", "resume", "batch"], kinds
     assert lanes.preempted == 1 and lanes.batches == 1
     assert out is not None and np.allclose(out, plain, atol=1e-6)
+
+
+def test_a_tool_calls_run_never_waits_behind_a_background_batch() -> None:
+    """The runtime's locks (RunLocks): while a background batch holds its lock, a tool
+    call's run takes its own at once, and a second background batch waits for the first."""
+    locks = RunLocks()
+    lanes = Lanes()
+    holding, release = threading.Event(), threading.Event()
+
+    def embed(part: Any) -> np.ndarray:
+        with locks():  # what the onnx and torch runtimes take around a run
+            holding.set()
+            release.wait(HANG_S)
+        return np.zeros((len(part), 2), dtype=np.float32)
+
+    bg = threading.Thread(target=lanes.embed, args=("files", embed, ["t"]))
+    bg.start()
+    try:
+        assert holding.wait(HANG_S)
+        fg = locks()
+        assert fg.acquire(blocking=False), "a tool call waited behind a background batch"
+        fg.release()
+        seen: list[bool] = []
+
+        def other_batch(part: Any) -> np.ndarray:
+            lock = locks()
+            seen.append(lock.acquire(blocking=False))
+            if seen[-1]:
+                lock.release()
+            return np.zeros((len(part), 2), dtype=np.float32)
+
+        Lanes().embed("sources", other_batch, ["u"])
+        assert seen == [False], "two background batches ran at once"
+    finally:
+        release.set()
+        bg.join(HANG_S)
+
+
+def test_a_query_embeds_while_an_onnx_batch_holds_the_runtime() -> None:
+    """On the default runtime: a search's query embedding completes while a background
+    batch is inside the runtime's lock, and gives the vector it gives alone."""
+    pytest.importorskip("onnxruntime")
+    emb = build_embedder(REGISTRY[DEFAULT_MODEL], backend="onnx")
+    alone = emb.embed_query("where is the retry budget set")
+    inner = getattr(emb, "inner", emb)
+    holding, release = threading.Event(), threading.Event()
+
+    def embed(part: Any) -> np.ndarray:
+        with inner._encode_lock():  # the background side of the runtime, held mid-batch
+            holding.set()
+            release.wait(HANG_S)
+        return np.asarray(emb.embed_documents(list(part)))
+
+    bg = threading.Thread(target=Lanes().embed, args=("files", embed, ["a passage"]))
+    bg.start()
+    try:
+        assert holding.wait(HANG_S)
+        got: list[np.ndarray] = []
+        q = threading.Thread(target=lambda: got.append(emb.embed_query(
+            "where is the retry budget set")))
+        q.start()
+        q.join(HANG_S)
+        assert got, "the query waited for the background batch"
+        assert np.allclose(got[0], alone, atol=1e-6)
+    finally:
+        release.set()
+        bg.join(HANG_S)

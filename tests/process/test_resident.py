@@ -261,3 +261,53 @@ def test_an_open_store_warms_its_files_on_a_thread(tmp_path: Path) -> None:
         assert store.count() == 50
     finally:
         store.close()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_settle_keeps_survivors_out_of_collections_until_an_idle_one() -> None:
+    """heap.settle: survivors are frozen (later collections skip them); garbage among them
+    waits for a full settle (an idle spell), which collects it."""
+    import gc
+    import weakref
+
+    try:
+        obj = _Cycle()
+        ref = weakref.ref(obj)
+        heap.settle(full=False)  # heavy work's settle, between two batches
+        assert gc.get_freeze_count() > 0
+        del obj
+        gc.collect()
+        assert ref() is not None  # frozen: an ordinary collection does not walk it
+        heap.settle(full=True)  # the idle spell's settle
+        assert ref() is None
+    finally:
+        gc.unfreeze()
+
+
+def test_heavy_work_settles_between_batches_only_when_due() -> None:
+    """A background lane settles before a batch when no call is in flight and the last
+    settle is SETTLE_EVERY_S old; not again right after."""
+    import gc
+
+    import numpy as np
+
+    from brain.embedding.lanes import Lanes
+
+    try:
+        gc.unfreeze()
+        heap._last_settle = -1e9  # noqa: SLF001 - as after a long busy stretch
+        frozen: list[int] = []
+
+        def embed(part: list[str]) -> np.ndarray:
+            frozen.append(gc.get_freeze_count())
+            gc.unfreeze()
+            return np.zeros((len(part), 2), dtype=np.float32)
+
+        Lanes().embed("files", embed, ["a", "b"], limit=1)  # two batches
+        assert frozen[0] > 0 and frozen[1] == 0, frozen
+    finally:
+        gc.unfreeze()
