@@ -308,6 +308,10 @@ def main(argv: list[str] | None = None) -> None:
             startup.refuse(settings.home, startup.brain_error_in(exc) or exc)
         return
     try:
+        if args.http:  # a taken port: one line, before a token is printed or a store opened
+            from brain.process.ports import port_free
+
+            port_free(args.host, args.port)
         # [rerank] enabled: the cross-encoder loads now, or the server does not start.
         rerank.load(settings.rerank)
         server = create_server(settings, http=args.http)

@@ -116,7 +116,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "on LoCoMo dev with a loopback stub model; rebuild: a model switch's cost; "
         "quantization: none vs int8; ingest_contention: search_memory and add_memory p50/p99 "
         "idle vs during a 15 MB document ingest vs during a sync of 20,000 generated files "
-        "(2,000 with --quick; bench/ingest_contention.py); peer: mcp-memory-service side by side at 1k and 10k "
+        "(2,000 with --quick; bench/ingest_contention.py); cli_contention: the same calls from an "
+        "MCP client over stdio to a real server while `brain sync` of 2,000 files runs from a "
+        "second shell, failed calls counted (bench/cli_contention.py); peer: mcp-memory-service side by side at 1k and 10k "
         "notes (bench/peer.py; installs it from PyPI into its own venv on first use))",
     )
     p.add_argument(
@@ -254,6 +256,13 @@ async def run(args: argparse.Namespace, write: bool = False) -> dict[str, Any]:
         ctx.log("tool calls during a 15 MB document ingest and a large sync ...")
         results["ingest_contention"] = await asyncio.to_thread(
             ingest_contention.run, ctx.scratch, args.quick, ctx.log)
+        checkpoint()
+    if "cli_contention" in only:
+        from bench import cli_contention
+
+        ctx.log("tool calls over stdio while the CLI syncs 2,000 files through the owner ...")
+        results["cli_contention"] = await asyncio.to_thread(
+            cli_contention.run, ctx.scratch, args.quick, ctx.log)
         checkpoint()
     if "through_time" in only:
         from bench import through_time

@@ -34,13 +34,13 @@ from bench import call, mcp_client, percentiles
 THINK_S = 0.05  # between two calls of the client
 DOC_BYTES = 15 * 1024 * 1024
 TARGET_RATIO = 3.0
-_WORDS = ("cache", "router", "ledger", "invoice", "kernel", "tensor", "queue", "retry",
+WORDS = ("cache", "router", "ledger", "invoice", "kernel", "tensor", "queue", "retry",
           "schema", "token", "shard", "replica", "lease", "quorum", "buffer", "socket",
           "parser", "render", "budget", "migration", "rollback", "deadline", "backoff")
 
 
-def _paragraph(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(_WORDS) for _ in range(words)).capitalize() + "."
+def paragraph(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
 
 
 def make_document(path: Path, size: int = DOC_BYTES, seed: int = 7) -> Path:
@@ -52,7 +52,7 @@ def make_document(path: Path, size: int = DOC_BYTES, seed: int = 7) -> Path:
     while total < size:
         section += 1
         block = f"## Section {section}\n\n" + "\n\n".join(
-            _paragraph(rng, rng.randint(40, 120)) for _ in range(6)) + "\n\n"
+            paragraph(rng, rng.randint(40, 120)) for _ in range(6)) + "\n\n"
         parts.append(block)
         total += len(block)
     path.write_text("".join(parts)[:size], encoding="utf-8")
@@ -66,10 +66,10 @@ def make_source(root: Path, files: int, seed: int = 11) -> Path:
         folder = root / f"pkg{i % 100:03d}"
         folder.mkdir(parents=True, exist_ok=True)
         if i % 2:
-            body = f"def handler_{i}(request):\n    # {_paragraph(rng, 20)}\n    return {i}\n"
+            body = f"def handler_{i}(request):\n    # {paragraph(rng, 20)}\n    return {i}\n"
             (folder / f"mod_{i}.py").write_text(body, encoding="utf-8")
         else:
-            (folder / f"note_{i}.txt").write_text(_paragraph(rng, 60), encoding="utf-8")
+            (folder / f"note_{i}.txt").write_text(paragraph(rng, 60), encoding="utf-8")
     return root
 
 
@@ -81,7 +81,7 @@ async def _calls(client: Any, running: Any, limit_s: float, min_calls: int,
     end = time.perf_counter() + limit_s
     i = 0
     while time.perf_counter() < end and (running() or min(map(len, out.values())) < min_calls):
-        q = " ".join(rng.choice(_WORDS) for _ in range(4))
+        q = " ".join(rng.choice(WORDS) for _ in range(4))
         if i % 2 == 0:
             t = time.perf_counter()
             await call(client, "search_memory", {"query": q, "top_k": 5, "project": "bench"})
@@ -112,7 +112,7 @@ async def _measure(brain: Any, scratch: Path, files: int, window_s: float, idle_
     result: dict[str, Any] = {}
     async with mcp_client(brain) as client:
         for i in range(40):  # notes to search, and a warm model
-            await call(client, "add_memory", {"content": f"seed note {i}: " + _paragraph(rng, 30),
+            await call(client, "add_memory", {"content": f"seed note {i}: " + paragraph(rng, 30),
                                               "project": "bench"})
         idle = _row(await _calls(client, lambda: False, 120.0, idle_calls, rng), None)
         result["idle"] = idle
@@ -155,6 +155,15 @@ async def _measure(brain: Any, scratch: Path, files: int, window_s: float, idle_
                           "chunks_embedded": progress.get("chunks_embedded"),
                           "sync_s": round(time.perf_counter() - t0, 1)}
         log(f"ingest_contention sync: {json.dumps(result['sync'])}")
+        # The same calls idle again, on the brain as the busy phases left it (their
+        # add_memory calls grew it: thousands of notes after a 20,000-file sync, 40 before).
+        after = _row((await _calls(client, lambda: False, 120.0, idle_calls, rng)), None)
+        result["idle_after"] = after
+        for phase in ("document", "sync"):
+            for tool, p in result[phase].items():
+                if isinstance(p, dict) and "p99" in p and after[tool]["p99"]:
+                    p["p99_vs_idle_after"] = round(p["p99"] / after[tool]["p99"], 2)
+        log(f"ingest_contention idle after: {json.dumps(after)}")
     result["lanes"] = brain.lanes.status()
     return result
 

@@ -7,7 +7,11 @@ tool call is in flight. A tool call is the foreground: a search's query embeddin
 queries and fusion, an add_memory's embedding. So a query that arrives during a large ingest
 waits at most for the batch already running (about ``budget_s``), then runs alone on the CPU,
 and the ingest's remaining batches come after it (issue 50 item 6; the search latency during
-an ingest is measured by ``python -m bench.ingest_contention``).
+an ingest is measured by ``python -m bench.ingest_contention``). A call never waits for the
+runtime itself: the runtimes lock per side (:class:`RunLocks`), so a query embedding runs
+beside a batch that cannot be stopped (a whole one, or on torch), and a batch that runs
+between calls first settles the collector (brain/heap.py: ``settle_if_due``), so a full
+collection does not stop a call instead.
 
 What counts as a tool call in flight is ``busy(long_s)``, given by the composition root: the
 generation gate's holders (every MCP tool call and explorer request holds it, brain/app.py),

@@ -187,6 +187,21 @@ def test_serve_http_on_a_busy_port_names_the_flag_and_prints_no_token(home: Path
     assert not (home / "http.token").exists() and not (home / own.INFO_FILE).exists()
 
 
+def test_the_server_run_directly_on_a_busy_port_prints_no_token(home: Path) -> None:
+    """``python mcp_server.py --http`` (an agent config's command) meets the same check."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        res = subprocess.run([sys.executable, str(ROOT / "mcp_server.py"), "--http", "--port",
+                              str(port)], env=_env(), capture_output=True, text=True,
+                             timeout=HANG_S * 8, stdin=subprocess.DEVNULL)
+    line = one_line(res, "PORT_IN_USE")
+    assert res.returncode != 0 and f"port {port}" in line
+    assert "token" not in res.stderr.lower() and "Starting" not in res.stderr + res.stdout
+    assert not (home / "http.token").exists() and not (home / own.INFO_FILE).exists()
+
+
 def test_ui_on_a_busy_port_names_the_flag_and_the_setting(home: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
