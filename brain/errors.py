@@ -39,7 +39,7 @@ Hierarchy::
     ├── StoreDamaged                STORE_DAMAGED: the store lost data; restore a snapshot
     ├── ActionInProgress            ACTION_IN_PROGRESS: the same maintenance run is going on
     ├── DataDirUnwritable           DATA_DIR_UNWRITABLE: the data dir is read-only or not ours
-    ├── PortInUse                   PORT_IN_USE: ``brain serve --http`` found its port taken
+    ├── PortInUse                   PORT_IN_USE: the HTTP server found its port taken
     ├── Interrupted                 INTERRUPTED: Ctrl-C stopped a command or the server
     └── NotSupported                NOT_SUPPORTED: the backend cannot do this; the message says
                                     what to use instead
