@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import percentiles
+from bench import emit_json, percentiles
 from bench.ingest_contention import TARGET_RATIO, THINK_S, WORDS, make_source, paragraph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,10 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         res = run(Path(tmp), False, files=args.files, window_s=args.window)
-    text = json.dumps(res, indent=2)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit_json(res, args.json)
     return 0
 
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import call, mcp_client, percentiles
+from bench import call, emit_json, mcp_client, percentiles
 
 THINK_S = 0.05  # between two calls of the client
 DOC_BYTES = 15 * 1024 * 1024
@@ -216,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         res = run(Path(tmp), args.quick, files=args.files, window_s=args.window,
                   variants=variants, doc_bytes=int(args.doc_mb * 1048576))
-    text = json.dumps(res, indent=2)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit_json(res, args.json)
     return 0
 
 
