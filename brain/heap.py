@@ -132,7 +132,7 @@ class _IdleRelease:
             time.sleep(self.idle_s / 2)
             if self._pending and time.monotonic() - self._last >= self.idle_s:
                 self._pending = False
-                settle()
+                settle_if_due(full=True)
                 release()
 
 
@@ -148,7 +148,8 @@ def touch() -> None:
 
 
 _settle_lock = threading.Lock()
-_last_settle = -1e9
+_last_settle = -1e9  # any settle
+_last_full = -1e9  # a full one (unfrozen first)
 # The least time between two settles that heavy work asks for (:func:`settle_if_due`).
 SETTLE_EVERY_S = 30.0
 
@@ -165,21 +166,32 @@ def settle(full: bool = True) -> None:
     that (when tool calls stop for ``IDLE_S``); heavy work between its batches, when no
     call is in flight, settles without it (:func:`settle_if_due`), and its garbage among
     the frozen waits for the next idle spell."""
-    global _last_settle
     with _settle_lock:
-        if full:
-            gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        _last_settle = time.monotonic()
+        _settle_locked(full)
 
 
-def settle_if_due() -> None:
-    """:func:`settle` without unfreezing, when the last one is ``SETTLE_EVERY_S`` old: the
-    model's warm-up (the loaded process's objects), and heavy work between two batches
-    (what its first calls imported and built)."""
-    if time.monotonic() - _last_settle >= SETTLE_EVERY_S:
-        settle(full=False)
+def _settle_locked(full: bool) -> None:
+    global _last_settle, _last_full
+    if full:
+        gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    _last_settle = time.monotonic()
+    if full:
+        _last_full = _last_settle
+
+
+def settle_if_due(full: bool = False) -> None:
+    """:func:`settle` when the last one of its kind is ``SETTLE_EVERY_S`` old (checked under
+    the lock, so two threads never settle back to back): without unfreezing after the
+    model's warm-up (the loaded process's objects) and between two batches of heavy work
+    (what its first calls imported and built); ``full`` at an idle spell, so a server idling
+    between an agent's turns walks all its objects at most once per ``SETTLE_EVERY_S``, and
+    heavy work's settles never put the full one off."""
+    with _settle_lock:
+        last = _last_full if full else _last_settle
+        if time.monotonic() - last >= SETTLE_EVERY_S:
+            _settle_locked(full)
 
 
 def release() -> None:

@@ -175,11 +175,17 @@ def test_a_data_dir_that_fills_up_says_disk_full(home: Path) -> None:
 
 
 # --------------------------------------------------------------------------- a busy port
-def test_serve_http_on_a_busy_port_names_the_flag_and_prints_no_token(home: Path) -> None:
+@contextlib.contextmanager
+def _taken_port() -> Iterator[int]:
+    """A loopback port some other socket listens on, for as long as the block runs."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
-        port = taken.getsockname()[1]
+        yield taken.getsockname()[1]
+
+
+def test_serve_http_on_a_busy_port_names_the_flag_and_prints_no_token(home: Path) -> None:
+    with _taken_port() as port:
         res = brain("serve", "--http", "--port", str(port))
     line = one_line(res, "PORT_IN_USE")
     assert res.returncode == 1 and f"port {port}" in line and "--port" in line
@@ -189,10 +195,7 @@ def test_serve_http_on_a_busy_port_names_the_flag_and_prints_no_token(home: Path
 
 def test_the_server_run_directly_on_a_busy_port_prints_no_token(home: Path) -> None:
     """``python mcp_server.py --http`` (an agent config's command) meets the same check."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
+    with _taken_port() as port:
         res = subprocess.run([sys.executable, str(ROOT / "mcp_server.py"), "--http", "--port",
                               str(port)], env=_env(), capture_output=True, text=True,
                              timeout=HANG_S * 8, stdin=subprocess.DEVNULL)
@@ -203,10 +206,7 @@ def test_the_server_run_directly_on_a_busy_port_prints_no_token(home: Path) -> N
 
 
 def test_ui_on_a_busy_port_names_the_flag_and_the_setting(home: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
+    with _taken_port() as port:
         res = brain("ui", "--port", str(port))
     line = one_line(res, "UI_PORT_IN_USE", most=None)  # the owner it starts logs its start
     assert res.returncode == 2 and f"port {port}" in line

@@ -12,18 +12,11 @@ from typing import Any
 
 import pytest
 
-from brain.app import Brain
 from brain.errors import StoreDamaged
 from brain.memory.bulk import bulk_add
 from brain.vector_store import Point
 from config import Settings
-from tests.conftest import hash_embedder
-from tests.security.test_storage_faults import ROOT, _env, _one_line_refusal, _serve
-
-
-def _open(settings: Settings) -> Brain:
-    settings.embedding.model = "offline/hash-384"
-    return Brain(settings, embedder=hash_embedder()).open()
+from tests.security.test_storage_faults import ROOT, _env, _one_line_refusal, _open, _serve
 
 
 def _build(settings: Settings, n: int) -> list[str]:
