@@ -4,11 +4,12 @@ tenth of the time however large it grows (the saver's pause follows the last sav
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
-from brain.memory.graph import SAVE_SHARE, LinkGraph, NoteIds
+from brain.memory.graph import SAVE_PIECE, SAVE_SHARE, LinkGraph, NoteIds
 
 
 def _graph(path: Path, n: int) -> LinkGraph:
@@ -68,6 +69,61 @@ def test_a_cache_of_the_old_format_is_rebuilt(tmp_path: Path) -> None:
     g.save()
     again = LinkGraph(path)
     assert again.load(7) and set(again.notes) == {"n0", "n1", "n2"} and again.edges() == g.edges()
+
+
+def test_the_saved_rows_are_the_graphs_links_after_any_change(tmp_path: Path) -> None:
+    """A save writes each note's row of out-links, kept beside the DiGraph: after links set,
+    replaced, cleared and notes removed (their in-links with them), in more rows than one
+    piece of the writer, the file loads back to exactly the DiGraph's edges."""
+    rng = random.Random(4)
+    n = SAVE_PIECE * 2 + 37
+    g = _graph(tmp_path / "graph.json", n)
+    for _ in range(3_000):
+        src = f"n{rng.randrange(n)}"
+        if rng.random() < 0.05:
+            g.remove_node(src)
+            continue
+        links = [f"n{rng.randrange(n)}" for _ in range(rng.randrange(4))]
+        g.set_links(src, links, {d: rng.choice(("related", "supports")) for d in links})
+    g.save()
+    again = LinkGraph(tmp_path / "graph.json")
+    assert again.load(7)
+    assert again.edges() == g.edges() and len(g.edges()) > SAVE_PIECE
+    assert again.neighbours("n5") == g.neighbours("n5")
+    assert set(again.notes) == set(g.notes)
+
+
+def test_a_dump_is_the_graph_when_it_was_taken(tmp_path: Path) -> None:
+    """The saver takes the dump under the write lock and writes it after: changes made in
+    between are not in that file (the next save has them), so its number matches its links."""
+    g = _graph(tmp_path / "graph.json", 4)
+    data = g.dump(9)
+    g.set_links("n1", ["n3"], {"n3": "supports"})
+    g.remove_node("n2")
+    g.save(data)
+    old = LinkGraph(tmp_path / "graph.json")
+    assert old.load(9)
+    assert old.edges() == [("n1", "n0", "related"), ("n2", "n1", "related"),
+                           ("n3", "n2", "related")]
+    g.save()
+    assert LinkGraph(tmp_path / "graph.json").load(9)
+    assert g.edges() == [("n1", "n3", "supports")]
+
+
+def test_a_cache_of_edges_version_3_still_loads(tmp_path: Path) -> None:
+    """The cache written before rows (one list of edges) is read as it is: an upgrade does not
+    rebuild the graph from the store."""
+    path = tmp_path / "graph.json"
+    g = _graph(path, 3)
+    notes = g.dump()["notes"]
+    path.write_text(json.dumps({"version": 3, "seq": 7, "notes": notes,
+                                "edges": [["n1", "n0", "related"], ["n2", "n1", "supports"]]}))
+    again = LinkGraph(path)
+    assert again.load(7)
+    assert again.edges() == [("n1", "n0", "related"), ("n2", "n1", "supports")]
+    again.save()
+    assert json.loads(path.read_text())["out"] == {"n1": [["n0", "related"]],
+                                                   "n2": [["n1", "supports"]]}
 
 
 def test_note_ids_hold_a_note_in_four_bytes_and_answer_like_a_set(
