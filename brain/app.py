@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -171,6 +172,8 @@ class Brain:
         self._opened = True
         self._recall_keys()
         self._stale_indexes()
+        # The idle thread's settles between calls wait for none in flight (brain/heap.py).
+        heap.watch_calls(id(self), lambda: self.gate.busy(math.inf))
         self._start_thread("graph-saver", functools.partial(
             run_every, self._stop, self.graph.save_interval, self.save_graph, "housekeeping"))
         self._start_thread("access-stamper", functools.partial(
@@ -632,6 +635,7 @@ class Brain:
         if not self._opened:
             return
         self._stop.set()
+        heap.unwatch_calls(id(self))
         self.model_switch.close()
         self._stop_background()
         for t in self._threads:

@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,11 @@ class _IdleRelease:
                 self._pending = False
                 settle_if_due(full=True)
                 release()
+            elif self._pending and not calls_in_flight():
+                # Calls keep coming (an agent at work, no spell of IDLE_S): settle between
+                # two of them, so the collector's own full runs walk only what came since.
+                settle_if_due(full=False)
+                settle_if_due(full=True, every_s=FULL_UNDER_LOAD_S)
 
 
 # A server at rest between an agent's turns gives its mapped store pages back after this
@@ -147,11 +153,35 @@ def touch() -> None:
     _idle.touch()
 
 
+_probes: dict[int, Callable[[], int]] = {}
+
+
+def watch_calls(key: int, in_flight: Callable[[], int]) -> None:
+    """Let the settles tell whether a tool call is in flight: ``in_flight()`` counts them
+    (a Brain's gate); ``key`` names the probe for :func:`unwatch_calls`."""
+    with _lock:
+        _probes[key] = in_flight
+
+
+def unwatch_calls(key: int) -> None:
+    with _lock:
+        _probes.pop(key, None)
+
+
+def calls_in_flight() -> int:
+    with _lock:
+        probes = tuple(_probes.values())
+    return sum(p() for p in probes)
+
+
 _settle_lock = threading.Lock()
 _last_settle = -1e9  # any settle
 _last_full = -1e9  # a full one (unfrozen first)
 # The least time between two settles that heavy work asks for (:func:`settle_if_due`).
 SETTLE_EVERY_S = 30.0
+# Under calls that never pause for IDLE_S, a full settle (the garbage among frozen objects)
+# still runs this often, between two calls.
+FULL_UNDER_LOAD_S = 300.0
 
 
 def settle(full: bool = True) -> None:
@@ -181,16 +211,18 @@ def _settle_locked(full: bool) -> None:
         _last_full = _last_settle
 
 
-def settle_if_due(full: bool = False) -> None:
+def settle_if_due(full: bool = False, every_s: float = SETTLE_EVERY_S) -> None:
     """:func:`settle` when the last one of its kind is ``SETTLE_EVERY_S`` old (checked under
     the lock, so two threads never settle back to back): without unfreezing after the
     model's warm-up (the loaded process's objects) and between two batches of heavy work
     (what its first calls imported and built); ``full`` at an idle spell, so a server idling
     between an agent's turns walks all its objects at most once per ``SETTLE_EVERY_S``, and
-    heavy work's settles never put the full one off."""
+    heavy work's settles never put the full one off. Between the calls of an agent at work
+    (no idle spell), the idle thread settles too, when no call is in flight: without
+    unfreezing every ``SETTLE_EVERY_S``, fully every ``FULL_UNDER_LOAD_S``."""
     with _settle_lock:
         last = _last_full if full else _last_settle
-        if time.monotonic() - last >= SETTLE_EVERY_S:
+        if time.monotonic() - last >= every_s:
             _settle_locked(full)
 
 

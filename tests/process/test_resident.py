@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from brain import heap
 from brain.embedding.bm25 import BM25Encoder
@@ -310,4 +311,46 @@ def test_heavy_work_settles_between_batches_only_when_due() -> None:
         Lanes().embed("files", embed, ["a", "b"], limit=1)  # two batches
         assert frozen[0] > 0 and frozen[1] == 0, frozen
     finally:
+        gc.unfreeze()
+
+
+def test_calls_without_an_idle_spell_are_settled_between_when_none_is_in_flight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent at work calls every few tens of ms, so no idle spell comes: the idle thread
+    settles between two calls (when the registered probe counts none in flight), not while
+    one is in flight, and fully only every FULL_UNDER_LOAD_S."""
+    import gc
+    import weakref
+
+    release = heap._IdleRelease(idle_s=0.4)  # noqa: SLF001 - its own thread, not the process's
+    in_flight = [1]
+    heap.watch_calls(-7, lambda: in_flight[0])
+    monkeypatch.setattr(heap, "_last_settle", -1e9)
+    monkeypatch.setattr(heap, "_last_full", time.monotonic())  # a full one just ran
+    try:
+        gc.unfreeze()
+        obj = _Cycle()
+        ref = weakref.ref(obj)
+        end = time.monotonic() + 1.2
+        while time.monotonic() < end:  # a call every 50 ms, one always in flight
+            release.touch()
+            time.sleep(0.05)
+        assert gc.get_freeze_count() == 0  # never while a call was in flight
+        in_flight[0] = 0
+        end = time.monotonic() + 1.2
+        while time.monotonic() < end and not gc.get_freeze_count():
+            release.touch()  # calls keep coming, none in flight at the thread's wake-up
+            time.sleep(0.05)
+        assert gc.get_freeze_count() > 0  # settled between two calls
+        del obj
+        gc.collect()
+        assert ref() is not None  # frozen, and no full settle: FULL_UNDER_LOAD_S not reached
+        monkeypatch.setattr(heap, "_last_full", -1e9)
+        end = time.monotonic() + 1.2
+        while time.monotonic() < end and ref() is not None:
+            release.touch()
+            time.sleep(0.05)
+        assert ref() is None  # the full settle under load collected it
+    finally:
+        heap.unwatch_calls(-7)
         gc.unfreeze()
