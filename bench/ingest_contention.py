@@ -12,6 +12,10 @@ phase measures while its ingest runs, for at most ``--window`` seconds: an inges
 running then is cancelled (the document deleted, the sync cancelled) and the row says how
 far it got, so a loaded machine still finishes the run.
 
+``--search-only``: the client only searches, so the brain keeps its 40 notes through the
+busy phases (with add_memory calls a 20,000-file sync's ~17 minutes grow it to ~6,000 notes,
+and the idle it is compared with is the 40-note brain before).
+
 ``--no-yield`` runs the same phases with the lanes off (batches, still of about 0.1 s,
 neither wait for tool calls nor are stopped by them), the comparison that shows what
 yielding buys. Target: p99 during either ingest within 3x of idle.
@@ -74,15 +78,16 @@ def make_source(root: Path, files: int, seed: int = 11) -> Path:
 
 
 async def _calls(client: Any, running: Any, limit_s: float, min_calls: int,
-                 rng: random.Random) -> dict[str, list[float]]:
-    """search_memory and add_memory in turn while ``running()``; at least ``min_calls``
-    each, within ``limit_s``."""
+                 rng: random.Random, adds: bool = True) -> dict[str, list[float]]:
+    """search_memory and add_memory in turn while ``running()`` (only search_memory without
+    ``adds``); at least ``min_calls`` each, within ``limit_s``."""
     out: dict[str, list[float]] = {"search_memory": [], "add_memory": []}
+    tools = list(out) if adds else ["search_memory"]
     end = time.perf_counter() + limit_s
     i = 0
-    while time.perf_counter() < end and (running() or min(map(len, out.values())) < min_calls):
+    while time.perf_counter() < end and (running() or min(len(out[t]) for t in tools) < min_calls):
         q = " ".join(rng.choice(WORDS) for _ in range(4))
-        if i % 2 == 0:
+        if i % 2 == 0 or not adds:
             t = time.perf_counter()
             await call(client, "search_memory", {"query": q, "top_k": 5, "project": "bench"})
             out["search_memory"].append((time.perf_counter() - t) * 1000)
@@ -107,14 +112,14 @@ def _row(samples: dict[str, list[float]], idle: dict[str, Any] | None) -> dict[s
 
 
 async def _measure(brain: Any, scratch: Path, files: int, window_s: float, idle_calls: int,
-                   log: Any, doc_bytes: int) -> dict[str, Any]:
+                   log: Any, doc_bytes: int, adds: bool = True) -> dict[str, Any]:
     rng = random.Random(3)
     result: dict[str, Any] = {}
     async with mcp_client(brain) as client:
         for i in range(40):  # notes to search, and a warm model
             await call(client, "add_memory", {"content": f"seed note {i}: " + paragraph(rng, 30),
                                               "project": "bench"})
-        idle = _row(await _calls(client, lambda: False, 120.0, idle_calls, rng), None)
+        idle = _row(await _calls(client, lambda: False, 120.0, idle_calls, rng, adds), None)
         result["idle"] = idle
         log(f"ingest_contention idle: {json.dumps(idle)}")
 
@@ -125,7 +130,7 @@ async def _measure(brain: Any, scratch: Path, files: int, window_s: float, idle_
         def doc_running() -> bool:
             return str(brain.files.get(rec["id"])["status"]) == "processing"
 
-        busy = await _calls(client, doc_running, window_s, 0, rng)
+        busy = await _calls(client, doc_running, window_s, 0, rng, adds)
         done = brain.files.get(rec["id"])
         finished = done["status"] != "processing"
         result["document"] = {**_row(busy, idle), "status": done["status"],
@@ -145,7 +150,7 @@ async def _measure(brain: Any, scratch: Path, files: int, window_s: float, idle_
         def sync_running() -> bool:
             return str(brain.sources.job(job["job_id"])["status"]) in ("queued", "running")
 
-        busy = await _calls(client, sync_running, window_s, 0, rng)
+        busy = await _calls(client, sync_running, window_s, 0, rng, adds)
         progress = brain.sources.job(job["job_id"])["progress"]
         if sync_running():
             brain.sources.cancel(job["job_id"])
@@ -157,7 +162,7 @@ async def _measure(brain: Any, scratch: Path, files: int, window_s: float, idle_
         log(f"ingest_contention sync: {json.dumps(result['sync'])}")
         # The same calls idle again, on the brain as the busy phases left it (their
         # add_memory calls grew it: thousands of notes after a 20,000-file sync, 40 before).
-        after = _row((await _calls(client, lambda: False, 120.0, idle_calls, rng)), None)
+        after = _row((await _calls(client, lambda: False, 120.0, idle_calls, rng, adds)), None)
         result["idle_after"] = after
         for phase in ("document", "sync"):
             for tool, p in result[phase].items():
@@ -170,7 +175,7 @@ async def _measure(brain: Any, scratch: Path, files: int, window_s: float, idle_
 
 def run(scratch: Path, quick: bool, log: Any = print, *, files: int | None = None,
         window_s: float | None = None, variants: tuple[str, ...] = ("yield",),
-        doc_bytes: int = DOC_BYTES) -> dict[str, Any]:
+        doc_bytes: int = DOC_BYTES, adds: bool = True, idle_calls: int = 200) -> dict[str, Any]:
     """Each variant on a fresh data dir: ``yield`` (the product) and ``no-yield`` (lanes off)."""
     from brain.app import Brain
     from config import load_settings
@@ -178,7 +183,7 @@ def run(scratch: Path, quick: bool, log: Any = print, *, files: int | None = Non
     n = files or (2_000 if quick else 20_000)
     window = window_s or (120.0 if quick else 600.0)
     out: dict[str, Any] = {"files": n, "doc_mb": round(doc_bytes / 1048576, 1), "think_s": THINK_S,
-                           "window_s": window}
+                           "window_s": window, "adds": adds}
     for variant in variants:
         home = Path(tempfile.mkdtemp(prefix=f"ingest-{variant}-", dir=scratch))
         work = home / "work"
@@ -189,8 +194,8 @@ def run(scratch: Path, quick: bool, log: Any = print, *, files: int | None = Non
         try:
             if variant == "no-yield":
                 brain.lanes.enabled = False  # batches neither wait nor stop for tool calls
-            out[variant] = asyncio.run(_measure(brain, work, n, window, 200,
-                                                log, doc_bytes))
+            out[variant] = asyncio.run(_measure(brain, work, n, window, idle_calls,
+                                                log, doc_bytes, adds))
         finally:
             brain.close()
         for phase in ("document", "sync"):
@@ -210,12 +215,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run every phase with the lanes off, for comparison")
     p.add_argument("--doc-mb", type=float, default=DOC_BYTES / 1048576,
                    help="size of the ingested document, MB")
+    p.add_argument("--search-only", action="store_true",
+                   help="the client only searches (the brain keeps its 40 notes: the busy "
+                        "phases are compared with idle on a brain of the same size)")
     p.add_argument("--json", default=None, help="write the figures to this file")
     args = p.parse_args(argv)
     variants = ("yield", "no-yield") if args.no_yield else ("yield",)
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         res = run(Path(tmp), args.quick, files=args.files, window_s=args.window,
-                  variants=variants, doc_bytes=int(args.doc_mb * 1048576))
+                  variants=variants, doc_bytes=int(args.doc_mb * 1048576),
+                  adds=not args.search_only)
     emit_json(res, args.json)
     return 0
 
