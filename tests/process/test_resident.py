@@ -8,6 +8,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -322,34 +323,38 @@ def test_calls_without_an_idle_spell_are_settled_between_when_none_is_in_flight(
     import gc
     import weakref
 
+    from tests.timing import HANG_S
+
     release = heap._IdleRelease(idle_s=0.4)  # noqa: SLF001 - its own thread, not the process's
     in_flight = [1]
     heap.watch_calls(-7, lambda: in_flight[0])
     monkeypatch.setattr(heap, "_last_settle", -1e9)
     monkeypatch.setattr(heap, "_last_full", time.monotonic())  # a full one just ran
+
+    def calls_until(done: Callable[[], bool], at_most: int) -> None:
+        """A call every 50 ms (never an idle spell) until ``done()``, at most ``at_most``
+        calls or HANG_S."""
+        end = time.monotonic() + HANG_S
+        for _ in range(at_most):
+            if done() or time.monotonic() > end:
+                return
+            release.touch()
+            time.sleep(0.05)
+
     try:
         gc.unfreeze()
         obj = _Cycle()
         ref = weakref.ref(obj)
-        end = time.monotonic() + 1.2
-        while time.monotonic() < end:  # a call every 50 ms, one always in flight
-            release.touch()
-            time.sleep(0.05)
+        calls_until(lambda: False, 24)  # ~6 wake-ups of the thread, a call always in flight
         assert gc.get_freeze_count() == 0  # never while a call was in flight
         in_flight[0] = 0
-        end = time.monotonic() + 1.2
-        while time.monotonic() < end and not gc.get_freeze_count():
-            release.touch()  # calls keep coming, none in flight at the thread's wake-up
-            time.sleep(0.05)
+        calls_until(lambda: gc.get_freeze_count() > 0, 10**6)
         assert gc.get_freeze_count() > 0  # settled between two calls
         del obj
         gc.collect()
         assert ref() is not None  # frozen, and no full settle: FULL_UNDER_LOAD_S not reached
         monkeypatch.setattr(heap, "_last_full", -1e9)
-        end = time.monotonic() + 1.2
-        while time.monotonic() < end and ref() is not None:
-            release.touch()
-            time.sleep(0.05)
+        calls_until(lambda: ref() is None, 10**6)
         assert ref() is None  # the full settle under load collected it
     finally:
         heap.unwatch_calls(-7)
