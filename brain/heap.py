@@ -138,8 +138,9 @@ class _IdleRelease:
             elif self._pending and not calls_in_flight():
                 # Calls keep coming (an agent at work, no spell of IDLE_S): settle between
                 # two of them, so the collector's own full runs walk only what came since.
-                settle_if_due(full=False)
+                # A full settle counts as one of either kind: the other is then not due.
                 settle_if_due(full=True, every_s=FULL_UNDER_LOAD_S)
+                settle_if_due(full=False)
 
 
 # A server at rest between an agent's turns gives its mapped store pages back after this

@@ -12,7 +12,7 @@ rebuilt from the store.
 
 Saving never stops the calls. Beside the DiGraph, each linked note's out-links are kept as one
 immutable row (``(target, relation)`` pairs, replaced whole when they change), so a save takes
-a shallow copy of the rows under the locks (~1 ms at 7,500 linked notes) and writes it outside
+a shallow copy of the rows under the locks (0.2-0.3 ms at 7,500 linked notes) and writes it outside
 them, in pieces of ``SAVE_PIECE`` rows through the C JSON encoder, so no piece holds the GIL
 more than a millisecond or so. It used to walk the DiGraph's 72,000 edges under the notes'
 write lock (100-145 ms) and write them through the pure-Python encoder (130-190 ms): every
@@ -48,9 +48,8 @@ EDGE_LIST_VERSION = 3
 SAVE_PIECE = 500
 
 Row = tuple[tuple[str, str], ...]  # a note's out-links: (target, relation), in link order
-# The share of the process's time the saver may spend rewriting the cache: the whole file is
-# written under the GIL (about 0.5-1 s at 100,000 notes), so the pause between saves grows
-# with the last save's duration. The file is a cache: a crash leaves an older one, which the
+# The share of the process's time the saver may spend rewriting the cache: the pause between
+# saves grows with the last save's duration (25-31 ms at 72,000 links). The file is a cache: a crash leaves an older one, which the
 # next open sees is stale and rebuilds from the store.
 SAVE_SHARE = 0.1
 
@@ -175,9 +174,12 @@ def _build(edges: Iterable[tuple[str, str, str]]) -> tuple[nx.DiGraph, dict[str,
     """The DiGraph of ``edges`` (source, target, relation) and its rows."""
     g = nx.DiGraph()
     g.add_edges_from((s, d, {"relation": r}) for s, d, r in edges)
-    rows = {str(s): tuple((d, str(a.get("relation", "related"))) for d, a in nbrs.items())
-            for s, nbrs in g.adjacency() if nbrs}
-    return g, rows
+    return g, {str(s): _row(nbrs) for s, nbrs in g.adjacency() if nbrs}
+
+
+def _row(nbrs: Any) -> Row:
+    """A source's row from its DiGraph adjacency (target -> edge attributes)."""
+    return tuple((d, str(a.get("relation", "related"))) for d, a in nbrs.items())
 
 
 def _write_json(fh: Any, data: dict[str, Any]) -> None:
@@ -321,7 +323,7 @@ class LinkGraph:
 
     def _set_row(self, src: str) -> None:
         """``src``'s row as the DiGraph now holds its out-links (a new tuple, never edited)."""
-        row = tuple((d, str(a.get("relation", "related"))) for d, a in self.g[src].items())
+        row = _row(self.g[src])
         if row:
             self._rows[src] = row
         else:
