@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.relevance_fit import derive, evaluate, fit
+from bench.relevance_fit import derive, evaluate, fit, learned
 
 
 def _row(set_: str, split: str, answerable: bool, rank: int | None, sim: float,
          present: list[bool], term_in: list[list[bool]], pieces: list[int]) -> dict[str, Any]:
     return {"set": set_, "split": split, "answerable": answerable, "rank": rank,
             "sims": [sim, None], "n_terms": len(present), "present": present,
-            "term_in": term_in, "pieces": pieces}
+            "term_in": term_in, "pieces": pieces, "idf": [2.0] * len(present),
+            "legs": [{"dense": 0, "bm25": 0}, {"bm25": 1}]}
 
 
 def test_derive_reads_coverage_presence_and_specific_missing_terms() -> None:
@@ -56,3 +57,29 @@ def test_fit_keeps_only_rules_within_the_loss_bound() -> None:
         assert all(d["any@5 lost"] <= 0.008 for d in f["dev"].values())
         assert f["min none (dev)"] == 1.0
         assert "test" in f
+
+
+def test_derive_weighs_coverage_by_each_terms_rarity() -> None:
+    r = _row("coding", "dev", True, 0, 0.6, [True, True], [[False, True], [True, False]], [1, 1])
+    r["idf"] = [1.0, 3.0]
+    derive([r])
+    assert r["wcov"] == 0.75 and r["wcov1"] == 0.75  # the lead hit holds the rarer term
+    assert r["holdr"] == 1.0 and r["both1"] == 1.0
+    assert round(r["gap12"], 3) == 0.6  # one cosine: the gap is to nothing
+
+
+def test_learned_keeps_the_loss_bound_on_dev_and_reports_test() -> None:
+    rows = []
+    for s in ("locomo", "coding"):
+        for split in ("dev", "test"):
+            for k in range(6):
+                rows += [_row(s, split, True, 0, 0.55 + 0.05 * k, [True, True],
+                              [[True, True]], [1, 1]),
+                         _row(s, split, False, None, 0.1 + 0.03 * k, [True, False],
+                              [[False, False]], [1, 2])]
+    derive(rows)
+    out = learned(rows)
+    assert all(d["any@5 lost"] <= 0.008 for d in out["dev"].values())
+    assert out["min none (dev)"] == 1.0  # separable: every unanswerable row abstains
+    assert set(out["test"]) == {"locomo", "coding"}
+    assert all("_score" not in r for r in rows)
