@@ -20,7 +20,7 @@ SPARSE = "bm25"
 KEYWORD_FIELDS = (
     "kind", "project", "user_id", "agent_id", "memory_type", "note_kind", "tags", "zk_id",
     "source_id", "path", "category", "file_id", "embed_model", "visibility", "content_hash",
-    "failure_signature", "chunk_hash", "parent_id", "cite_keys", "recall_key",
+    "failure_signature", "chunk_hash", "parent_id", "cite_keys", "recall_key", "branch",
 )
 # Keyword fields indexed as tenants: Qdrant keeps each value's points together, so a search
 # scoped to one project reads one block (measured 8.0 -> 3.2 ms for a filtered dense query,
@@ -28,6 +28,7 @@ KEYWORD_FIELDS = (
 TENANT_FIELDS = ("project",)
 FLOAT_FIELDS = (
     "created_ts", "updated_ts", "last_accessed_ts", "salience", "salience_key", "forgotten_ts",
+    "branch_open",
 )
 # is_code: a search counts the share of code among its candidates through this index
 # (brain/search/fusion.py, stored_code_share) instead of reading every hit's payload.
