@@ -21,6 +21,7 @@ KEYWORD_FIELDS = (
     "kind", "project", "user_id", "agent_id", "memory_type", "note_kind", "tags", "zk_id",
     "source_id", "path", "category", "file_id", "embed_model", "visibility", "content_hash",
     "failure_signature", "chunk_hash", "parent_id", "cite_keys", "recall_key", "branch",
+    "path_agent", "dirs", "file_status", "links",
 )
 # Keyword fields indexed as tenants: Qdrant keeps each value's points together, so a search
 # scoped to one project reads one block (measured 8.0 -> 3.2 ms for a filtered dense query,
@@ -32,7 +33,7 @@ FLOAT_FIELDS = (
 )
 # is_code: a search counts the share of code among its candidates through this index
 # (brain/search/fusion.py, stored_code_share) instead of reading every hit's payload.
-BOOL_FIELDS = ("pinned", "forgotten", "is_code")
+BOOL_FIELDS = ("pinned", "forgotten", "is_code", "path_private")
 
 # Dense vector quantization, chosen per store at creation (``[index] quantization``) and
 # switched by a maintenance action: "none", or "int8" (scalar quantization, searched with

@@ -323,12 +323,13 @@ def _fields(cond: Any) -> set[str]:
     return {key} if key is not None else set()
 
 
-async def test_every_filter_on_a_branch_reads_indexed_fields_only(
+async def test_every_filter_the_tools_make_reads_indexed_fields_only(
         brain: Brain, repo: Path, client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     """A condition on a field without a payload index is checked point by point against the
-    stored payloads: the branch rule's must_not on ``branch_open`` / ``branch`` cost every
-    search and add ~30 ms at 3,000 notes and ~60 ms at 7,000 (bench/branch_filter.py). Every
-    query the tools make on a branch, adds and searches, reads indexed fields only."""
+    stored payloads: the branch rule's must_not on ``branch_open`` / ``branch``, fs_search's
+    path privacy, a fix's look-up by ``links`` each cost ~25 ms at 3,000 notes and 45-85 ms at
+    7,000 (bench/filter_indexes.py). Every query the tools make here, on a branch of a git
+    project with a source indexed, reads indexed fields only."""
     seen: list[set[str]] = []
     for name in ("query_dense", "query_sparse", "scroll", "count"):
         real = getattr(EdgeStore, name)
@@ -346,6 +347,12 @@ async def test_every_filter_on_a_branch_reads_indexed_fields_only(
                                           "cites": ["queue/worker.py"]})
     await client.call_tool("add_memory", {"content": "the queue keeps its retry count",
                                           "project": "general"})
+    failed = await client.call_tool("record_failure", {
+        "content": "moving the queue to redis streams lost messages", "project": "general",
+        "failure_signature": "queue:redis:lost"})
+    await client.call_tool("record_resolution", {
+        "failure_zk_id": failed.structured_content["note"]["zk_id"], "project": "general",
+        "fix_content": "ack each message after the handler returns"})
     for filters in ({}, {"branch": "*"}, {"branch": "main"}):
         await client.call_tool("search_memory", {"query": "queue redis streams",
                                                  "project": "general", "filters": filters})
@@ -353,7 +360,11 @@ async def test_every_filter_on_a_branch_reads_indexed_fields_only(
                                            "project": "general"})
     await client.call_tool("preflight_check", {"task": "move the queue to redis streams",
                                                "project": "general"})
+    for args in ({}, {"folder": "queue"}, {"search_mode": "filter"}):
+        await client.call_tool("fs_search", {"query": "retry worker", **args})
+    await client.call_tool("search_files", {"query": "retry worker"})
     indexed = {n.removeprefix(SHADOW) for n in brain.memory.store.payload_indexes()}
     read = set().union(*seen)
-    assert {"branch", "branch_open"} <= read, "the branch rule ran"
+    # the branch rule, a fix's look-up, fs_search's path privacy and folder, ready documents
+    assert {"branch", "branch_open", "links", "path_private", "dirs", "file_status"} <= read
     assert read <= indexed, f"filtered on fields with no payload index: {read - indexed}"

@@ -1,4 +1,4 @@
-"""What the branch rule's conditions cost a search and an add, with and without their indexes.
+"""What filters on fields without a payload index cost, beside the same fields indexed.
 
 The branch rule (brain/memory/filters.py ``branch_conditions``, brain/memory/supersede.py
 ``_same_branch``) hides notes open on another branch: a search in a project under git adds
@@ -7,11 +7,14 @@ notes it supersedes outside any open branch (``must_not branch_open >= 1``). A c
 field with no payload index is checked point by point against the stored payloads, so its cost
 grows with the brain. This bench builds a brain of each size (bulk-loaded, the product's onnx
 embedder), then, per size and side by side in one run, times ``query_dense`` (10 hits, the
-median of ``--queries`` calls) under the plain project filter, the search's branch filter and
-the add's, and ``add_memory`` (the median of ``--adds`` adds), with the two fields indexed
-(as the product declares them) and with those two indexes dropped (as before)::
+median of ``--queries`` calls) under the plain project filter, the search's branch filter,
+the add's, and fs_search's path privacy (``tenancy.path_conditions``, on every source search);
+a fix's look-up (``count`` of the notes linking to one: preflight_check does it per mistake it
+shows); and ``add_memory`` (the median of ``--adds`` adds). Each with the fields indexed, as
+the product declares them, and with their indexes dropped, as before. The points are notes,
+which lack the path fields: a source's chunks pay the same check per point::
 
-    python -m bench.branch_filter [--sizes 3000,7000] [--queries 60] [--adds 60] [--json OUT]
+    python -m bench.filter_indexes [--sizes 3000,7000] [--queries 60] [--adds 60] [--json OUT]
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 WORDS = ("cache", "redis", "port", "timeout", "retry", "session", "token", "handler", "config",
          "deploy", "build", "test", "queue", "worker", "index", "schema", "query", "migration",
          "lock", "thread")
-FIELDS = ("branch_open", "branch")
+FIELDS = ("branch_open", "branch", "path_agent", "links", "_b_path_private")
 
 
 def _median_ms(fn: Any, n: int) -> float:
@@ -55,6 +58,8 @@ def run(sizes: list[int], queries: int, adds: int, embedder: Any = None) -> list
     from brain.embedding.registry import DEFAULT_MODEL, REGISTRY, build_embedder
     from brain.memory.bulk import BulkNote, bulk_add
     from brain.memory.filters import NOTE_FILTER
+    from brain.trust import tenancy
+    from brain.trust.identity import Identity
     from brain.vector_store import Filter, Match, Range
     from brain.vector_store.edge import qe
 
@@ -74,7 +79,10 @@ def run(sizes: list[int], queries: int, adds: int, embedder: Any = None) -> list
                 "search on a branch": plain.and_(Filter(must_not=(
                     Filter(must=(open_,), must_not=(Match("branch", "main"),)),))),
                 "add (supersession)": plain.and_(Filter(must_not=(open_,))),
+                "fs_search path privacy": plain.and_(
+                    *tenancy.path_conditions(Identity("default", "bench"))),
             }
+            links = Filter(must=(Match("kind", "note"), Match("links", "no-such-note")))
             count = 0
             for size in sorted(sizes):
                 bulk_add(m, [BulkNote(_note(rng, i), project="p") for i in range(count, size)])
@@ -93,6 +101,8 @@ def run(sizes: list[int], queries: int, adds: int, embedder: Any = None) -> list
                         nonlocal count
                         m.add(_note(rng, count), project="p")
                         count += 1
+                    row[f"a fix's look-up, {side} (ms)"] = _median_ms(
+                        lambda: m.store.count(links), queries)
                     row[f"add_memory, {side} (ms)"] = _median_ms(add, adds)
                     if not indexed:
                         edge.ensure_indexes()
