@@ -263,6 +263,10 @@ def _logistic(x: Any, y: Any, w: Any, ridge: float = 1e-2) -> Any:
     return b
 
 
+def _at_least(threshold: float) -> Rule:
+    return lambda r: bool(r["_score"] >= threshold)
+
+
 def learned(rows: list[Row]) -> dict[str, Any]:
     import numpy as np
 
@@ -283,18 +287,18 @@ def learned(rows: list[Row]) -> dict[str, Any]:
             r["_score"] = float(s)
         ok = [t for t in np.linspace(-15, 15, 3001)
               if max(d["any@5 lost"] for d in evaluate(
-                  rows, lambda r, t=t: r["_score"] >= t, "dev").values()) <= MAX_LOSS]
+                  rows, _at_least(float(t)), "dev").values()) <= MAX_LOSS]
         if not ok:
             continue
         t = float(max(ok))
-        dev_fit = evaluate(rows, lambda r, t=t: r["_score"] >= t, "dev")
+        dev_fit = evaluate(rows, _at_least(t), "dev")
         smallest = min(d["none on unanswerable"] for d in dev_fit.values())
         if not best or smallest > best["min none (dev)"]:
             best = {"class weights (coding, found)": [coding_w, found_w],
                     "weights": dict(zip([*FEATURES, "sim*wcov", "bias"],
                                         [round(float(v), 3) for v in b], strict=True)),
                     "threshold": round(t, 2), "min none (dev)": smallest, "dev": dev_fit,
-                    "test": evaluate(rows, lambda r, t=t: r["_score"] >= t, "test")}
+                    "test": evaluate(rows, _at_least(t), "test")}
     for r in rows:
         r.pop("_score", None)
     return best
