@@ -274,23 +274,29 @@ class EdgeStore:
     def ensure_indexes(self) -> int:
         """Create the payload indexes that are missing; returns how many were created. One
         an older version built (in RAM, or with HNSW links: ``edge_convert.retiered``) is
-        built again here on a small store; on a larger one, in the next optimization's copy
-        (``indexes_stale`` says one is due). One of another schema is only reported
-        (brain/health/collection.py)."""
+        built again here on a small store, and one a newer version declares is created here;
+        on a larger store both are left to the next optimization's copy (``indexes_stale``
+        says one is due; the Brain starts that run at open): building one reads every point,
+        ~1 s per 50,000 notes each, which a start would otherwise wait for. One of another
+        schema is only reported (brain/health/collection.py)."""
         shard = self._require()
         schema = shard.info().payload_schema
         have = {name: cv.schema_name(info) for name, info in schema.items()}
         created = 0
+        regrouped = set()
         for name in TENANT_FIELDS:
             # A store from before tenant indexes: rebuild the index as a tenant index (the
             # points are regrouped by the next optimize()).
             if name in have and not have[name].startswith("keyword:tenant"):
                 self._update(qe.UpdateOperation.delete_field_index(name))
                 del have[name]
+                regrouped.add(name)
         small = int(shard.info().points_count) <= REBUILD_IN_PLACE_MAX
         stale = False
         for name, want in self.declared_indexes().items():
-            if name not in have:
+            if name not in have and not small and name not in regrouped:
+                stale = True  # one a newer version declares: built in the next run's copy
+            elif name not in have:
                 self._update(qe.UpdateOperation.create_field_index(name, cv.index_params(want)))
                 created += 1
             elif cv.retiered(have[name], want) and not small:

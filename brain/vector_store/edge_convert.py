@@ -193,12 +193,16 @@ def retiered(have: str, want: str) -> bool:
 
 def reconcile_indexes(shard: Any, declared: dict[str, str]) -> list[str]:
     """Drop and create again every index of ``shard`` that :func:`retiered` says differs
-    from ``declared``; returns their names. On a large shard each one reads every point, so
-    the store runs this on the copy an optimization works on (edge_swap's child)."""
+    from ``declared``, and create the declared ones it lacks; returns their names. On a large
+    shard each one reads every point, so the store runs this on the copy an optimization
+    works on (edge_swap's child)."""
     have = {name: schema_name(info) for name, info in shard.info().payload_schema.items()}
     done = []
     for name, want in declared.items():
-        if name in have and retiered(have[name], want):
+        if name not in have:
+            shard.update(qe.UpdateOperation.create_field_index(name, index_params(want)))
+            done.append(name)
+        elif retiered(have[name], want):
             shard.update(qe.UpdateOperation.delete_field_index(name))
             shard.update(qe.UpdateOperation.create_field_index(name, index_params(want)))
             done.append(name)

@@ -107,3 +107,30 @@ def test_the_notation_reads_back_what_edge_was_given() -> None:
             shard.close()
     assert cv.retiered("keyword", "keyword on-disk no-hnsw")
     assert not cv.retiered("float", "keyword on-disk no-hnsw")  # damage: only reported
+
+
+def test_an_index_a_newer_version_declares_is_built_in_place_when_small_in_the_copy_when_large(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start after an upgrade that declares a new index: a small store builds it as it opens;
+    a large one opens at once (building it reads every point) and gets it in the next index
+    run's copy, which the Brain starts at open."""
+    for name, large in (("small", False), ("large", True)):
+        path = tmp_path / name
+        store = EdgeStore(path)
+        store.open(DIM)
+        store.upsert(_points(50))
+        store._update(qe.UpdateOperation.delete_field_index("links"))
+        store.close()
+        monkeypatch.setattr(edge_module, "REBUILD_IN_PLACE_MAX", 10 if large else 20_000)
+        store = EdgeStore(path)
+        store.open(DIM)
+        try:
+            assert ("links" not in store.payload_indexes()) is large
+            assert store.indexes_stale is large
+            if large:
+                store.optimize()
+            assert store.payload_indexes() == store.declared_indexes()
+            assert not store.indexes_stale
+            assert store.count(Filter(must=(Match("project", "p2"),))) == 16
+        finally:
+            store.close()
