@@ -293,11 +293,16 @@ class Brain:
 
     def _stale_indexes(self) -> None:
         """A large embedded store whose payload indexes an older version built (in RAM, with
-        HNSW links for every field) gets them built as declared in an index run's copy, now,
-        off the request path; a small one had them rebuilt as it opened."""
+        HNSW links for every field), or that lacks one a newer version declares, gets them
+        built as declared in an index run's copy, now, off the request path; a small one had
+        them built as it opened, and so does any store when index maintenance is off."""
         edge = backend_of(self.store)
-        if isinstance(edge, PayloadRewrites) and edge.indexes_stale and self.settings.index.enabled:
+        if not isinstance(edge, PayloadRewrites) or not edge.indexes_stale:
+            return
+        if self.settings.index.enabled:
             self._start_thread("index-rebuild", self._rebuild_stale_indexes)
+        else:  # no index run will come: build them now, as the open waits
+            edge.ensure_indexes(in_place=True)
 
     def _rebuild_stale_indexes(self) -> None:
         self.index_maintenance.run("payload indexes built otherwise than declared: rebuilt "

@@ -337,7 +337,9 @@ class PayloadRewrites(Protocol):
 
     payload_rewrite: str | None  # a rewrite of every payload the next optimization makes
     rewrites_done: set[str]  # the rewrites an optimization has swapped in
-    indexes_stale: bool  # payload indexes an older version built otherwise than declared
+    indexes_stale: bool  # payload indexes built otherwise than declared, or not yet built
+
+    def ensure_indexes(self, in_place: bool = False) -> int: ...
 
 
 @runtime_checkable

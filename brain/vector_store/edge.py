@@ -271,14 +271,15 @@ class EdgeStore:
             self._update(qe.UpdateOperation.delete_field_index(name))
         self._update(qe.UpdateOperation.create_field_index(name, cv.index_params(want)))
 
-    def ensure_indexes(self) -> int:
+    def ensure_indexes(self, in_place: bool = False) -> int:
         """Create the payload indexes that are missing; returns how many were created. One
         an older version built (in RAM, or with HNSW links: ``edge_convert.retiered``) is
         built again here on a small store, and one a newer version declares is created here;
         on a larger store both are left to the next optimization's copy (``indexes_stale``
         says one is due; the Brain starts that run at open): building one reads every point,
         ~1 s per 50,000 notes each, which a start would otherwise wait for. One of another
-        schema is only reported (brain/health/collection.py)."""
+        schema is only reported (brain/health/collection.py). ``in_place``: as on a small
+        store, whatever the size (no index run will come: ``[index] enabled`` is off)."""
         shard = self._require()
         schema = shard.info().payload_schema
         have = {name: cv.schema_name(info) for name, info in schema.items()}
@@ -291,7 +292,7 @@ class EdgeStore:
                 self._update(qe.UpdateOperation.delete_field_index(name))
                 del have[name]
                 regrouped.add(name)
-        small = int(shard.info().points_count) <= REBUILD_IN_PLACE_MAX
+        small = in_place or int(shard.info().points_count) <= REBUILD_IN_PLACE_MAX
         stale = False
         for name, want in self.declared_indexes().items():
             if name not in have and not small and name not in regrouped:

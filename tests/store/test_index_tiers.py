@@ -134,3 +134,32 @@ def test_an_index_a_newer_version_declares_is_built_in_place_when_small_in_the_c
             assert store.count(Filter(must=(Match("project", "p2"),))) == 16
         finally:
             store.close()
+
+
+def test_with_index_runs_off_a_large_store_builds_a_new_index_as_it_opens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No index run will come to build it in a copy: the open builds it, as before."""
+    from brain.app import Brain
+    from brain.embedding.registry import REGISTRY, HashEmbedder
+    from brain.vector_store.forwarding import backend_of
+    from config import load_settings
+
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
+    embedder = HashEmbedder(REGISTRY["offline/hash-384"])
+    settings = load_settings(home=tmp_path, index={"enabled": False})
+    brain = Brain(settings, embedder=embedder).open()
+    for i in range(30):
+        brain.memory.add(f"note {i} about the queue", "p")
+    edge = backend_of(brain.memory.store)
+    assert isinstance(edge, EdgeStore)
+    edge._update(qe.UpdateOperation.delete_field_index("links"))
+    brain.close()
+    monkeypatch.setattr(edge_module, "REBUILD_IN_PLACE_MAX", 10)  # 30 notes count as large
+    brain = Brain(load_settings(home=tmp_path, index={"enabled": False}),
+                  embedder=embedder).open()
+    try:
+        edge = backend_of(brain.memory.store)
+        assert isinstance(edge, EdgeStore)
+        assert "links" in edge.payload_indexes() and not edge.indexes_stale
+    finally:
+        brain.close()
