@@ -8,11 +8,13 @@ field with no payload index is checked point by point against the stored payload
 grows with the brain. This bench builds a brain of each size (bulk-loaded, the product's onnx
 embedder), then, per size and side by side in one run, times ``query_dense`` (10 hits, the
 median of ``--queries`` calls) under the plain project filter, the search's branch filter,
-the add's, and fs_search's path privacy (``tenancy.path_conditions``, on every source search);
-a fix's look-up (``count`` of the notes linking to one: preflight_check does it per mistake it
-shows); and ``add_memory`` (the median of ``--adds`` adds). Each with the fields indexed, as
-the product declares them, and with their indexes dropped, as before. The points are notes,
-which lack the path fields: a source's chunks pay the same check per point::
+the add's, fs_search's path privacy (``tenancy.path_conditions``, on every source search) and
+an ``as_of`` search's (``valid_from_ts`` / ``valid_to_ts``); a fix's look-up (``count`` of
+the notes linking to one: preflight_check does it per mistake it shows); brain_stats (its
+counts keep superseded notes apart by ``valid_to_ts``; the median of a sixth as many calls);
+and ``add_memory`` (the median of ``--adds`` adds). Each with the fields indexed, as the
+product declares them, and with their indexes dropped, as before. The points are notes, which
+lack the path fields: a source's chunks pay the same check per point::
 
     python -m bench.filter_indexes [--sizes 3000,7000] [--queries 60] [--adds 60] [--json OUT]
 """
@@ -31,7 +33,8 @@ from typing import Any
 WORDS = ("cache", "redis", "port", "timeout", "retry", "session", "token", "handler", "config",
          "deploy", "build", "test", "queue", "worker", "index", "schema", "query", "migration",
          "lock", "thread")
-FIELDS = ("branch_open", "branch", "path_agent", "links", "_b_path_private")
+FIELDS = ("branch_open", "branch", "path_agent", "links", "_b_path_private", "valid_to_ts",
+          "valid_from_ts")
 
 
 def _median_ms(fn: Any, n: int) -> float:
@@ -81,6 +84,8 @@ def run(sizes: list[int], queries: int, adds: int, embedder: Any = None) -> list
                 "add (supersession)": plain.and_(Filter(must_not=(open_,))),
                 "fs_search path privacy": plain.and_(
                     *tenancy.path_conditions(Identity("default", "bench"))),
+                "search as_of": plain.and_(Filter(must_not=(
+                    Range("valid_from_ts", gt=1.0), Range("valid_to_ts", gt=0, lte=1.0)))),
             }
             links = Filter(must=(Match("kind", "note"), Match("links", "no-such-note")))
             count = 0
@@ -103,6 +108,7 @@ def run(sizes: list[int], queries: int, adds: int, embedder: Any = None) -> list
                         count += 1
                     row[f"a fix's look-up, {side} (ms)"] = _median_ms(
                         lambda: m.store.count(links), queries)
+                    row[f"brain_stats, {side} (ms)"] = _median_ms(m.stats, max(3, queries // 6))
                     row[f"add_memory, {side} (ms)"] = _median_ms(add, adds)
                     if not indexed:
                         edge.ensure_indexes()

@@ -29,7 +29,7 @@ KEYWORD_FIELDS = (
 TENANT_FIELDS = ("project",)
 FLOAT_FIELDS = (
     "created_ts", "updated_ts", "last_accessed_ts", "salience", "salience_key", "forgotten_ts",
-    "branch_open",
+    "branch_open", "valid_to_ts", "valid_from_ts",
 )
 # is_code: a search counts the share of code among its candidates through this index
 # (brain/search/fusion.py, stored_code_share) instead of reading every hit's payload.

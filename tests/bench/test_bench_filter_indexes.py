@@ -17,5 +17,6 @@ def test_both_sides_are_timed_for_every_size(monkeypatch: pytest.MonkeyPatch) ->
     for r in rows:
         for side in ("indexed", "not indexed"):
             for label in ("project", "search on a branch", "add (supersession)",
-                          "fs_search path privacy", "a fix's look-up", "add_memory"):
+                          "fs_search path privacy", "search as_of", "a fix's look-up",
+                          "brain_stats", "add_memory"):
                 assert r[f"{label}, {side} (ms)"] > 0

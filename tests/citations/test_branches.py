@@ -360,11 +360,16 @@ async def test_every_filter_the_tools_make_reads_indexed_fields_only(
                                            "project": "general"})
     await client.call_tool("preflight_check", {"task": "move the queue to redis streams",
                                                "project": "general"})
+    await client.call_tool("search_memory", {"query": "queue redis streams",
+                                             "project": "general",
+                                             "filters": {"as_of": "2026-01-01T00:00:00Z"}})
+    await client.call_tool("brain_stats", {})
     for args in ({}, {"folder": "queue"}, {"search_mode": "filter"}):
         await client.call_tool("fs_search", {"query": "retry worker", **args})
     await client.call_tool("search_files", {"query": "retry worker"})
     indexed = {n.removeprefix(SHADOW) for n in brain.memory.store.payload_indexes()}
     read = set().union(*seen)
     # the branch rule, a fix's look-up, fs_search's path privacy and folder, ready documents
-    assert {"branch", "branch_open", "links", "path_private", "dirs", "file_status"} <= read
+    assert {"branch", "branch_open", "links", "path_private", "dirs", "file_status",
+            "valid_to_ts", "valid_from_ts"} <= read
     assert read <= indexed, f"filtered on fields with no payload index: {read - indexed}"
