@@ -46,12 +46,6 @@ def _median_ms(fn: Any, n: int) -> float:
     return round(statistics.median(times) * 1000, 2)
 
 
-def _edge(store: Any) -> Any:
-    while hasattr(store, "inner"):
-        store = store.inner
-    return store
-
-
 def _note(rng: random.Random, i: int) -> str:
     return f"The {' '.join(rng.sample(WORDS, 4))} decision {i} was made for the service."
 
@@ -64,7 +58,8 @@ def run(sizes: list[int], queries: int, adds: int, embedder: Any = None) -> list
     from brain.trust import tenancy
     from brain.trust.identity import Identity
     from brain.vector_store import Filter, Match, Range
-    from brain.vector_store.edge import qe
+    from brain.vector_store.edge import EdgeStore, qe
+    from brain.vector_store.forwarding import backend_of
 
     rng = random.Random(0)
     out = []
@@ -73,7 +68,9 @@ def run(sizes: list[int], queries: int, adds: int, embedder: Any = None) -> list
         brain = open_brain(Path(tmp), embedder)
         try:
             m = brain.memory
-            edge = _edge(m.store)
+            edge = backend_of(m.store)
+            if not isinstance(edge, EdgeStore):
+                raise SystemExit("filter_indexes: the brain is not on the embedded store")
             qv = embedder.embed_query("redis cache timeout")
             plain = NOTE_FILTER.and_(Match("project", "p"))
             open_ = Range("branch_open", gte=1)
