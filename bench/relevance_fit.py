@@ -19,7 +19,11 @@ whether any rule over the evidence a search can have without a cross-encoder doe
   (the score of its single-term probe's best hit, BM25's IDF on the store's own counts), and
   whether they hold the rarest term that exists;
 - ``both1`` / ``bothr``: whether the lead hit was found by both legs, and the best sum of a
-  lead hit's dense and keyword ranks.
+  lead hit's dense and keyword ranks;
+- ``smean`` / ``smin`` / ``sfrac``: soft term coverage (:func:`_soft_cover`): per content word
+  of the query, the best cosine between its embedding and a word of a lead hit (1 for a word
+  the hit holds), so a paraphrase ("repaired" for "fixed") counts; the mean, the worst word
+  and the share at >= 0.6, best of the first three hits.
 
 Rules are fitted jointly on the dev halves of both sets (a grid over three families: the
 calibrated floor; the floor or a lexical rescue; and a veto on a missing specific term),
@@ -71,11 +75,50 @@ def _evidence(m: Any, query: str, flt: Any, qv: Any, sparse: Any, keys: dict[str
     if gold is not None:
         rank = next((r for r, c in enumerate(cands) if keys.get(c.payload["zk_id"]) in gold),
                     None)
+    words = _words(query)
+    soft = [_soft_cover(m, words, _words(embed_text(c.payload))) for c in cands[:3]]
     return {"q": query, "n_terms": len(terms), "rank": rank, "present": present,
+            "words": words, "soft": soft,
             "sims": [c.similarity for c in cands],
             "bm25": [c.bm25 for c in cands], "legs": [dict(c.ranks) for c in cands],
             "idf": [p[0].score if p else 0.0 for p in probes],
             "term_in": [[t in d for t in terms] for d in docs]}
+
+
+_WORDS_RE = re.compile(r"[A-Za-z][A-Za-z0-9_+#.\-]*[A-Za-z0-9+#]|[A-Za-z]")
+_WORD_VECS: dict[str, Any] = {}
+
+
+def _words(text: str, limit: int = 300) -> list[str]:
+    """The content words of a text, lower-cased, each once, in order."""
+    from brain.memory.enrich import STOPWORDS
+
+    seen: dict[str, None] = {}
+    for w in _WORDS_RE.findall(text[:20_000]):
+        w = w.lower().strip(".-")
+        if len(w) > 2 and w not in STOPWORDS and not w.isdigit():
+            seen.setdefault(w, None)
+        if len(seen) >= limit:
+            break
+    return list(seen)
+
+
+def _soft_cover(m: Any, query_words: list[str], doc_words: list[str]) -> list[float]:
+    """Per query word, the best cosine between its embedding and a word of the document's (a
+    word the document holds scores 1): soft term coverage, the paraphrase a query makes of
+    the words its answer uses."""
+    import numpy as np
+
+    if not query_words or not doc_words:
+        return [0.0] * len(query_words)
+    new = [w for w in {*query_words, *doc_words} if w not in _WORD_VECS]
+    if new:
+        vecs = np.asarray(m.embedder.embed_documents(new), dtype=np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-9
+        _WORD_VECS.update(zip(new, vecs, strict=True))
+    q = np.stack([_WORD_VECS[w] for w in query_words])
+    d = np.stack([_WORD_VECS[w] for w in doc_words])
+    return [round(float(v), 4) for v in (q @ d.T).max(axis=1)]
 
 
 def _pieces(rows: list[Row]) -> None:
@@ -183,6 +226,10 @@ def derive(rows: list[Row]) -> None:
         rarest = max(here, key=lambda j: idf[j]) if here else None
         r["holdr"] = float(rarest is not None and any(ti[rarest] for ti in r["term_in"][:3]))
         legs = r["legs"]
+        soft = [s for s in r.get("soft", [])[:3] if s]
+        r["smean"] = max((sum(s) / len(s) for s in soft), default=0.0)
+        r["smin"] = max((min(s) for s in soft), default=0.0)
+        r["sfrac"] = max((sum(v >= 0.6 for v in s) / len(s) for s in soft), default=0.0)
         r["both1"] = float(bool(legs) and "dense" in legs[0] and "bm25" in legs[0])
         r["bothr"] = min([min(lg.get("dense", 99) + lg.get("bm25", 99), 20)
                           for lg in legs[:3]], default=20)
@@ -248,6 +295,7 @@ def fit(rows: list[Row], top: int = 5) -> list[dict[str, Any]]:
 # the only ones a floor can cost) are chosen on dev too.
 FEATURES = ("sim", "gap12", "covl", "covp", "missf", "nmatch", "wcov", "wcov1", "both1",
             "bothr", "holdr")
+SOFT = ("smean", "smin", "sfrac")  # soft term coverage (:func:`_soft_cover`)
 CLASS_WEIGHTS = tuple(itertools.product((1.0, 3.0, 10.0), (1.0, 5.0, 20.0)))
 
 
@@ -267,10 +315,10 @@ def _at_least(threshold: float) -> Rule:
     return lambda r: bool(r["_score"] >= threshold)
 
 
-def learned(rows: list[Row]) -> dict[str, Any]:
+def learned(rows: list[Row], features: tuple[str, ...] = FEATURES) -> dict[str, Any]:
     import numpy as np
 
-    feats = [(*(r[f] for f in FEATURES), r["sim"] * r["wcov"]) for r in rows]
+    feats = [(*(r[f] for f in features), r["sim"] * r["wcov"]) for r in rows]
     x = np.asarray(feats, dtype=float)
     dev = np.array([r["split"] == "dev" for r in rows])
     x = (x - x[dev].mean(0)) / (x[dev].std(0) + 1e-9)
@@ -295,7 +343,7 @@ def learned(rows: list[Row]) -> dict[str, Any]:
         smallest = min(d["none on unanswerable"] for d in dev_fit.values())
         if not best or smallest > best["min none (dev)"]:
             best = {"class weights (coding, found)": [coding_w, found_w],
-                    "weights": dict(zip([*FEATURES, "sim*wcov", "bias"],
+                    "weights": dict(zip([*features, "sim*wcov", "bias"],
                                         [round(float(v), 3) for v in b], strict=True)),
                     "threshold": round(t, 2), "min none (dev)": smallest, "dev": dev_fit,
                     "test": evaluate(rows, _at_least(t), "test")}
@@ -325,6 +373,8 @@ def main() -> None:
     }
     if all("idf" in r for r in rows):
         report["learned (logistic over the evidence)"] = learned(rows)
+    if all("soft" in r for r in rows):
+        report["learned, with soft term coverage"] = learned(rows, FEATURES + SOFT)
     print(json.dumps(report, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")

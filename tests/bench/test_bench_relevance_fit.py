@@ -83,3 +83,28 @@ def test_learned_keeps_the_loss_bound_on_dev_and_reports_test() -> None:
     assert out["min none (dev)"] == 1.0  # separable: every unanswerable row abstains
     assert set(out["test"]) == {"locomo", "coding"}
     assert all("_score" not in r for r in rows)
+
+
+def test_soft_cover_scores_held_words_one_and_others_by_their_nearest_word() -> None:
+    from types import SimpleNamespace
+
+    from bench.relevance_fit import _soft_cover, _words
+    from brain.embedding.registry import REGISTRY, HashEmbedder
+
+    assert _words("Fixed the Proxy-Authorization header, and the proxy's 2 headers") == [
+        "fixed", "proxy-authorization", "header", "proxy", "headers"]
+    m = SimpleNamespace(embedder=HashEmbedder(REGISTRY["offline/hash-384"]))
+    got = _soft_cover(m, ["header", "headers", "zebra"], _words("the header was dropped"))
+    assert got[0] == 1.0  # a word the document holds
+    assert 0.3 < got[1] < 1.0  # its plural: near, by the shared trigrams
+    assert got[2] < got[1]  # an unrelated word is further than the plural
+    assert _soft_cover(m, ["header"], []) == [0.0]
+
+
+def test_derive_reads_soft_coverage_of_the_best_lead_hit() -> None:
+    r = _row("coding", "dev", True, 0, 0.6, [True], [[True]], [1])
+    r["soft"] = [[1.0, 0.2], [0.7, 0.65], []]
+    derive([r])
+    assert r["smean"] == 0.675  # the second hit covers both words best on average
+    assert r["smin"] == 0.65
+    assert r["sfrac"] == 1.0
