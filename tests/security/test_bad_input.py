@@ -6,11 +6,14 @@ own checks are both on the path a real agent takes.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from fastmcp.exceptions import ToolError
 
 from brain.errors import InvalidArgument
@@ -46,6 +49,49 @@ def client(client: Any, brain: Any) -> Any:
 
     client.raw_server = create_server(profile="full", brain=brain)
     return client
+
+
+def _project(root: Path) -> Path:
+    folder = root / "proj"
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "app.py").write_text("def main():\n    return 'hello'\n")
+    return folder
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(
+    tmp_path_factory: pytest.TempPathFactory, _empty_shard: Path
+) -> AsyncIterator[Any]:
+    """One brain for the cases that refuse without changing anything: a note, and a synced
+    source 'p'. Each case compares the brain before and after its own call, so sharing
+    the brain loses no check and saves opening one per case (a third of a second each)."""
+    from fastmcp import Client
+
+    from brain.app import Brain
+    from brain.clock import ManualClock
+    from config import load_settings
+    from mcp_server import create_server
+    from tests.conftest import _seed_store, hash_embedder
+
+    root = tmp_path_factory.mktemp("bad_input")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BRAIN__PATHS__ALLOWED_ROOTS", json.dumps([str(root)]))
+        mp.setenv("BRAIN__SOURCES__WORKSPACE", "off")
+        settings = load_settings(home=root / "home")
+    settings.embedding.model = "offline/hash-384"
+    _seed_store(settings, _empty_shard)
+    brain = Brain(settings, embedder=hash_embedder(), clock=ManualClock()).open()
+    try:
+        async with Client(create_server(profile="full", brain=brain)) as client:
+            client.raw_server = create_server(profile="full", brain=brain)
+            await client.call_tool("add_memory", {"content": "the deploy script needs bash 5"})
+            await add_source(client, _project(root))
+            yield client
+    finally:
+        brain.close()
+
+
+SHARED = pytest.mark.asyncio(loop_scope="module")
 
 
 async def assert_refused(client: Any, tool: str, args: dict[str, Any], code: str = "") -> str:
@@ -98,13 +144,14 @@ RECALL_CASES = [
 ]
 
 
+@SHARED
 @pytest.mark.parametrize("tool", ["search_memory", "deep_search"])
 @pytest.mark.parametrize("extra", RECALL_CASES, ids=[str(i) for i in range(len(RECALL_CASES))])
-async def test_recall_filters_are_validated(client: Any, tool: str, extra: dict) -> None:
-    await client.call_tool("add_memory", {"content": "the deploy script needs bash 5"})
-    await assert_refused(client, tool, {"query": "deploy", **extra})
+async def test_recall_filters_are_validated(shared: Any, tool: str, extra: dict) -> None:
+    await assert_refused(shared, tool, {"query": "deploy", **extra})
 
 
+@SHARED
 @pytest.mark.parametrize(
     ("tool", "args", "code"),
     [
@@ -129,8 +176,11 @@ async def test_recall_filters_are_validated(client: Any, tool: str, extra: dict)
         ("close_session", {"project": "p", "objective": "\x00"}, "INVALID_ARGUMENT"),
         ("close_session", {"project": "p", "objective": "o", "completed": ["x"] * 10_000}, ""),
         ("close_session", {"project": "p", "objective": "o", "blockers": ["b" * 100_000]}, ""),
-        ("close_session", {"project": "p", "objective": "o", "transcript_excerpt": "t" * 8_001},
-         "CONTENT_TOO_LARGE"),
+        (
+            "close_session",
+            {"project": "p", "objective": "o", "transcript_excerpt": "t" * 8_001},
+            "CONTENT_TOO_LARGE",
+        ),
         ("preflight_check", {"task": "t" * 100_000}, "CONTENT_TOO_LARGE"),
         ("search_files", {"query": "x", "threshold": NAN}, "INVALID_ARGUMENT"),
         ("search_files", {"query": "x", "threshold": 7}, "INVALID_ARGUMENT"),
@@ -143,9 +193,9 @@ async def test_recall_filters_are_validated(client: Any, tool: str, extra: dict)
     ],
 )
 async def test_bad_arguments_get_typed_errors(
-    client: Any, tool: str, args: dict[str, Any], code: str
+    shared: Any, tool: str, args: dict[str, Any], code: str
 ) -> None:
-    await assert_refused(client, tool, args, code)
+    await assert_refused(shared, tool, args, code)
 
 
 async def test_update_memory_refuses_nul_only_content(client: Any) -> None:
@@ -161,10 +211,7 @@ async def test_update_memory_refuses_nul_only_content(client: Any) -> None:
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("def main():\n    return 'hello'\n")
-    return root
+    return _project(tmp_path)
 
 
 BAD_GLOBS = ["[z-a]", "a\\", "!", "x" * 10_000]
@@ -192,31 +239,28 @@ async def test_add_source_refuses_too_many_patterns(client: Any, folder: Path) -
     await assert_refused(client, "add_source", args)
 
 
+@SHARED
 @pytest.mark.parametrize("pattern", BAD_GLOBS)
-async def test_update_source_refuses_bad_exclude_patterns(
-    client: Any, folder: Path, pattern: str
-) -> None:
-    await add_source(client, folder)
-    await assert_refused(client, "update_source", {"source": "p", "exclude": [pattern]})
-    await assert_refused(client, "update_source", {"source": "p", "include": [pattern]})
+async def test_update_source_refuses_bad_exclude_patterns(shared: Any, pattern: str) -> None:
+    await assert_refused(shared, "update_source", {"source": "p", "exclude": [pattern]})
+    await assert_refused(shared, "update_source", {"source": "p", "include": [pattern]})
 
 
+@SHARED
 @pytest.mark.parametrize("pattern", BAD_GLOBS)
 @pytest.mark.parametrize("mode", ["filter", "semantic", "grep"])
-async def test_fs_search_refuses_bad_path_glob(
-    client: Any, folder: Path, pattern: str, mode: str
-) -> None:
-    await add_source(client, folder)
+async def test_fs_search_refuses_bad_path_glob(shared: Any, pattern: str, mode: str) -> None:
     args = {"query": "main", "search_mode": mode, "path_glob": pattern}
-    await assert_refused(client, "fs_search", args)
+    await assert_refused(shared, "fs_search", args)
 
 
+@SHARED
 @pytest.mark.parametrize("pattern", ["(", "a{2,1}", "[z-a]", "(?P<x>a)(?P<x>b)"])
-async def test_grep_refuses_bad_regex(client: Any, folder: Path, pattern: str) -> None:
-    await add_source(client, folder)
-    await assert_refused(client, "fs_search", {"query": pattern, "search_mode": "grep"})
+async def test_grep_refuses_bad_regex(shared: Any, pattern: str) -> None:
+    await assert_refused(shared, "fs_search", {"query": pattern, "search_mode": "grep"})
 
 
+@SHARED
 @pytest.mark.parametrize(
     "args",
     [
@@ -228,9 +272,8 @@ async def test_grep_refuses_bad_regex(client: Any, folder: Path, pattern: str) -
         {"query": "q" * 100_000},
     ],
 )
-async def test_fs_search_bounds_every_argument(client: Any, folder: Path, args: dict) -> None:
-    await add_source(client, folder)
-    await assert_refused(client, "fs_search", args)
+async def test_fs_search_bounds_every_argument(shared: Any, args: dict) -> None:
+    await assert_refused(shared, "fs_search", args)
 
 
 def test_services_refuse_bad_patterns_for_non_mcp_callers(brain: Any, folder: Path) -> None:
