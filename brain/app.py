@@ -54,12 +54,11 @@ from brain.search import adaptive as fusion_adapt
 from brain.search import relevance, rerank
 from brain.search.policy import Reranking, SearchPolicy
 from brain.search.presentation import ResultPages
-from brain.sources import registry as sources_registry
 from brain.sources.fsio import FsConfig, FsService
 from brain.sources.journal import ChangeJournal
 from brain.sources.review import ChangeReview
 from brain.sources.service import SourcesService
-from brain.store import integrity, recall_key
+from brain.store import integrity, recall_key, sqlite_check
 from brain.store.degraded import open_server_or_standin
 from brain.store.guarded import GuardedStore
 from brain.store.index_maintenance import IndexConfig, IndexMaintenance
@@ -129,8 +128,9 @@ class Brain:
         # An endpoint a generation uses may not be removed, disabled or renamed: refused
         # before the store is opened, so nothing is written.
         generations.check_endpoints(self.home, s.embedding.endpoints)
-        # A damaged sources.db is refused by name before anything opens (issue 50).
-        sources_registry.check_file(self.home / "sources.db")
+        # A damaged sources.db or files.db is refused by name before anything opens (issue 50).
+        for db in ("sources.db", "files/files.db"):
+            sqlite_check.check_file(self.home / db)
         configured = resolve_record(s.embedding.model, s.embedding.dimension,
                                     provider=s.embedding.provider, max_tokens=s.embedding.max_tokens,
                                     endpoints=s.embedding.endpoints)

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from brain.store import sqlite_check
 from brain.trust import tenancy
 from brain.trust.identity import Identity
 
@@ -221,12 +222,23 @@ class FileRecords:
     def __init__(self, db_path: Path, owner: Identity) -> None:
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+        try:
+            self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+        except sqlite3.DatabaseError as exc:
+            raise sqlite_check.typed(db_path, exc) from None
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        self._migrate(owner)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            sqlite_check.quick_check(self._db, db_path)
+            self._db.executescript(_SCHEMA)
+            self._migrate(owner)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise sqlite_check.typed(db_path, exc) from None
+        except BaseException:
+            self._db.close()
+            raise
 
     def _migrate(self, owner: Identity) -> None:
         """Give a database from before tenancy its owner columns, in one transaction."""

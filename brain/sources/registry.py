@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import shutil
 import sqlite3
 import threading
 import uuid
@@ -24,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from brain.errors import BrainError, StoreDamaged, StoreError, disk_full
+from brain.store.sqlite_check import quick_check, typed
 from brain.trust import tenancy
 from brain.trust.identity import Identity
 
@@ -63,7 +62,6 @@ CREATE TABLE IF NOT EXISTS jobs (
     data TEXT NOT NULL
 );
 """
-_LOW_SPACE = 16_000_000  # below this, an I/O error of SQLite at open is taken for a full disk
 # Sync jobs kept for sync_status after a restart (the newest; older ones are pruned).
 JOB_HISTORY = 1000
 
@@ -127,61 +125,6 @@ class FileState:
     embed_model: str
 
 
-def damaged(path: Path, problem: str) -> StoreDamaged:
-    """STORE_DAMAGED naming ``path`` (sources.db) and the two ways back."""
-    return StoreDamaged(
-        f"{path} is damaged (SQLite integrity check: {problem}); it holds the sources, their "
-        "sync state and job history, and nothing was changed. Restore it with the rest of the "
-        "data dir (`brain snapshots`, then `brain restore NAME`), or move it aside "
-        f"(`mv {path} {path}.damaged`) to start with no sources: add them again with "
-        "`brain source add` and drop the old sources' points with `brain health gc`.",
-        path=str(path), problem=problem,
-    )
-
-
-def _check(db: sqlite3.Connection, path: Path) -> None:
-    """``PRAGMA quick_check`` at open: a zeroed or scribbled page is refused here, by name,
-    not found later as sources silently missing or a query failing mid-sync."""
-    rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)").fetchall()]
-    if rows != ["ok"]:
-        raise damaged(path, "; ".join(rows))
-
-
-def check_file(path: Path) -> None:
-    """Check the SQLite file at ``path`` (when there is one) and change nothing; raises
-    STORE_DAMAGED naming it. Brain.open calls it before the store is opened."""
-    path = Path(path)
-    if not path.is_file():
-        return
-    try:
-        db = sqlite3.connect(str(path), timeout=30)
-    except sqlite3.DatabaseError as exc:
-        raise _typed(path, exc) from None
-    try:
-        _check(db, path)
-    except sqlite3.DatabaseError as exc:
-        raise _typed(path, exc) from None
-    finally:
-        db.close()
-
-
-_DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-
-
-def _typed(path: Path, exc: sqlite3.DatabaseError) -> BrainError:
-    """Damage (a corrupt page, not a database) is STORE_DAMAGED; a full disk met while
-    opening (SQLite says "disk I/O error" when it cannot make its -wal or -shm) is
-    DISK_FULL; anything else is STORE_ERROR naming the file."""
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    if name.startswith(_DAMAGE) or "malformed" in str(exc):
-        return damaged(path, str(exc))
-    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) and \
-            shutil.disk_usage(path.parent).free < _LOW_SPACE:
-        return disk_full(f"open {path.name}", str(path))
-    return StoreError(f"{path} could not be opened ({name or type(exc).__name__}: {exc}); "
-                      "check its permissions and the disk, then retry.", path=str(path))
-
-
 def new_source_id() -> str:
     return "src-" + uuid.uuid4().hex[:12]
 
@@ -197,13 +140,13 @@ class Registry:
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            _check(self._db, self.path)
+            quick_check(self._db, self.path)
             self._migrate(owner)
             self._db.executescript(_SCHEMA)
             self._db.commit()
         except sqlite3.DatabaseError as exc:
             self._db.close()
-            raise _typed(self.path, exc) from None
+            raise typed(self.path, exc) from None
         except BaseException:
             self._db.close()
             raise

@@ -1,0 +1,101 @@
+"""A damaged files.db (the records of uploaded documents) is refused by name at open, like
+sources.db (issue 50): STORE_DAMAGED saying what the file holds and the two ways back, the
+file left as it was; a restore brings the documents back, and moving it aside (what the
+message offers) starts with none, their passages then orphans that `brain health gc` drops.
+Real parts: Qdrant Edge in a temp dir, a real SQLite file damaged on disk, the real ``brain``
+command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from brain.app import Brain
+from brain.errors import StoreDamaged
+from config import Settings
+from tests.conftest import hash_embedder
+from tests.timing import HANG_S
+
+
+def _open(settings: Settings) -> Brain:
+    settings.embedding.model = "offline/hash-384"
+    return Brain(settings, embedder=hash_embedder()).open()
+
+
+def _brain_with_documents(settings: Settings, tmp_path: Path, n: int = 12) -> list[str]:
+    ids = []
+    b = _open(settings)
+    try:
+        for i in range(n):
+            doc = tmp_path / f"doc{i}.md"
+            doc.write_text(f"# Runbook {i}\n\n" + f"Step {i}: roll back the deploy first. " * 40)
+            ids.append(b.files.ingest(str(doc))["id"])
+        for file_id in ids:
+            assert b.files.wait(file_id, timeout=HANG_S)["status"] == "ready"
+    finally:
+        b.close()
+    return ids
+
+
+def _zero_block(path: Path, block: int, size: int = 4096) -> None:
+    with path.open("r+b") as fh:
+        fh.seek(block * size)
+        fh.write(b"\0" * size)
+
+
+def test_a_damaged_files_db_is_refused_by_name_and_a_restore_brings_it_back(
+        settings: Settings, tmp_path: Path) -> None:
+    ids = _brain_with_documents(settings, tmp_path)
+    db = settings.home / "files" / "files.db"
+    good = db.read_bytes()
+    _zero_block(db, 1)
+    damaged = db.read_bytes()
+    for _ in range(2):  # refused means refused: a second start refuses the same way
+        with pytest.raises(StoreDamaged) as info:
+            _open(settings)
+        msg = str(info.value)
+        assert info.value.details["path"] == str(db)
+        assert "uploaded documents" in msg and "brain restore" in msg and "brain ingest" in msg
+    assert db.read_bytes() == damaged  # the refusal wrote nothing into the file
+    db.write_bytes(good)  # what `brain restore` puts back
+    b = _open(settings)
+    try:
+        assert sorted(f["id"] for f in b.files.list()) == sorted(ids)
+    finally:
+        b.close()
+
+
+def test_moved_aside_it_starts_with_no_documents_and_gc_drops_their_passages(
+        settings: Settings, tmp_path: Path) -> None:
+    _brain_with_documents(settings, tmp_path, n=2)
+    db = settings.home / "files" / "files.db"
+    _zero_block(db, 1)
+    with pytest.raises(StoreDamaged):
+        _open(settings)
+    db.rename(db.with_name("files.db.damaged"))  # the message's second way back
+    b = _open(settings)
+    try:
+        assert b.files.list() == []
+        orphans = b.health.scan(everyone=True)["findings"]["orphan_doc_chunks"]["count"]
+        assert orphans > 0  # the old documents' passages, no record left to own them
+        b.health.gc(dry_run=False, everyone=True)
+        assert b.health.scan(everyone=True)["findings"]["orphan_doc_chunks"]["count"] == 0
+    finally:
+        b.close()
+
+
+def test_health_scan_on_a_damaged_files_db_is_typed(
+        settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
+    _brain_with_documents(settings, tmp_path, n=12)
+    _zero_block(settings.home / "files" / "files.db", 1)
+    from brain.cli import main
+
+    capsys.readouterr()
+    rc = main(["health", "scan"])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert "[STORE_DAMAGED]" in err and "files.db" in err
+    assert "Traceback" not in err
