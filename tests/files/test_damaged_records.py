@@ -11,21 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from brain.app import Brain
 from brain.errors import StoreDamaged
 from config import Settings
-from tests.conftest import hash_embedder
+from tests.damage import health_scan_error, open_offline, refused_then_restored, zero_block
 from tests.timing import HANG_S
-
-
-def _open(settings: Settings) -> Brain:
-    settings.embedding.model = "offline/hash-384"
-    return Brain(settings, embedder=hash_embedder()).open()
 
 
 def _brain_with_documents(settings: Settings, tmp_path: Path, n: int = 12) -> list[str]:
     ids = []
-    b = _open(settings)
+    b = open_offline(settings)
     try:
         for i in range(n):
             doc = tmp_path / f"doc{i}.md"
@@ -38,28 +32,12 @@ def _brain_with_documents(settings: Settings, tmp_path: Path, n: int = 12) -> li
     return ids
 
 
-def _zero_block(path: Path, block: int, size: int = 4096) -> None:
-    with path.open("r+b") as fh:
-        fh.seek(block * size)
-        fh.write(b"\0" * size)
-
-
 def test_a_damaged_files_db_is_refused_by_name_and_a_restore_brings_it_back(
         settings: Settings, tmp_path: Path) -> None:
     ids = _brain_with_documents(settings, tmp_path)
-    db = settings.home / "files" / "files.db"
-    good = db.read_bytes()
-    _zero_block(db, 1)
-    damaged = db.read_bytes()
-    for _ in range(2):  # refused means refused: a second start refuses the same way
-        with pytest.raises(StoreDamaged) as info:
-            _open(settings)
-        msg = str(info.value)
-        assert info.value.details["path"] == str(db)
-        assert "uploaded documents" in msg and "brain restore" in msg and "brain ingest" in msg
-    assert db.read_bytes() == damaged  # the refusal wrote nothing into the file
-    db.write_bytes(good)  # what `brain restore` puts back
-    b = _open(settings)
+    refused_then_restored(settings, settings.home / "files" / "files.db",
+                          "uploaded documents", "brain ingest")
+    b = open_offline(settings)
     try:
         assert sorted(f["id"] for f in b.files.list()) == sorted(ids)
     finally:
@@ -70,11 +48,11 @@ def test_moved_aside_it_starts_with_no_documents_and_gc_drops_their_passages(
         settings: Settings, tmp_path: Path) -> None:
     _brain_with_documents(settings, tmp_path, n=2)
     db = settings.home / "files" / "files.db"
-    _zero_block(db, 1)
+    zero_block(db, 1)
     with pytest.raises(StoreDamaged):
-        _open(settings)
+        open_offline(settings)
     db.rename(db.with_name("files.db.damaged"))  # the message's second way back
-    b = _open(settings)
+    b = open_offline(settings)
     try:
         assert b.files.list() == []
         orphans = b.health.scan(everyone=True)["findings"]["orphan_doc_chunks"]["count"]
@@ -90,12 +68,8 @@ def test_health_scan_on_a_damaged_files_db_is_typed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     _brain_with_documents(settings, tmp_path, n=12)
-    _zero_block(settings.home / "files" / "files.db", 1)
-    from brain.cli import main
-
-    capsys.readouterr()
-    rc = main(["health", "scan"])
-    err = capsys.readouterr().err
+    zero_block(settings.home / "files" / "files.db", 1)
+    rc, err = health_scan_error(capsys)
     assert rc != 0
     assert "[STORE_DAMAGED]" in err and "files.db" in err
     assert "Traceback" not in err

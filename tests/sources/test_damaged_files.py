@@ -10,20 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from brain.app import Brain
 from brain.errors import StoreDamaged
 from config import Settings
-from tests.conftest import hash_embedder
-
-
-def _open(settings: Settings) -> Brain:
-    settings.embedding.model = "offline/hash-384"
-    return Brain(settings, embedder=hash_embedder()).open()
+from tests.damage import health_scan_error, open_offline, refused_then_restored, zero_block
 
 
 def _brain_with_sources(settings: Settings, tmp_path: Path, n: int = 3) -> list[str]:
     names = []
-    b = _open(settings)
+    b = open_offline(settings)
     try:
         for i in range(n):
             folder = tmp_path / f"proj{i}"
@@ -36,19 +30,13 @@ def _brain_with_sources(settings: Settings, tmp_path: Path, n: int = 3) -> list[
     return names
 
 
-def _zero_block(path: Path, block: int, size: int = 4096) -> None:
-    with path.open("r+b") as fh:
-        fh.seek(block * size)
-        fh.write(b"\0" * size)
-
-
 def test_zeroed_block_in_sources_db_is_refused_naming_the_file(settings: Settings,
                                                                tmp_path: Path) -> None:
     _brain_with_sources(settings, tmp_path)
     db = settings.home / "sources.db"
-    _zero_block(db, 1)
+    zero_block(db, 1)
     with pytest.raises(StoreDamaged) as info:
-        _open(settings)
+        open_offline(settings)
     msg = str(info.value)
     assert str(db) in msg and "brain restore" in msg
 
@@ -56,18 +44,8 @@ def test_zeroed_block_in_sources_db_is_refused_naming_the_file(settings: Setting
 def test_damaged_sources_db_changes_nothing_and_a_restore_brings_it_back(
         settings: Settings, tmp_path: Path) -> None:
     names = _brain_with_sources(settings, tmp_path)
-    db = settings.home / "sources.db"
-    good = db.read_bytes()
-    _zero_block(db, 1)
-    damaged = db.read_bytes()
-    for _ in range(2):  # refused means refused: a second start refuses the same way
-        with pytest.raises(StoreDamaged) as info:
-            _open(settings)
-        assert info.value.details["path"] == str(db)
-        assert "brain restore" in str(info.value) and "mv " in str(info.value)
-    assert db.read_bytes() == damaged  # the refusal wrote nothing into the file
-    db.write_bytes(good)  # what `brain restore` puts back
-    b = _open(settings)
+    refused_then_restored(settings, settings.home / "sources.db", "brain source add")
+    b = open_offline(settings)
     try:
         assert sorted(r["name"] for r in b.sources.list()) == sorted(names)
     finally:
@@ -79,12 +57,8 @@ def test_health_scan_on_a_damaged_sources_db_is_typed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     _brain_with_sources(settings, tmp_path, n=1)
-    _zero_block(settings.home / "sources.db", 1)
-    from brain.cli import main
-
-    capsys.readouterr()
-    rc = main(["health", "scan"])
-    err = capsys.readouterr().err
+    zero_block(settings.home / "sources.db", 1)
+    rc, err = health_scan_error(capsys)
     assert rc != 0
     assert "[STORE_DAMAGED]" in err and "sources.db" in err
     assert "Traceback" not in err
@@ -97,7 +71,7 @@ def _journal_with_writes(settings: Settings, tmp_path: Path,
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     folder = tmp_path / "proj"
     folder.mkdir()
-    b = _open(settings)
+    b = open_offline(settings)
     try:
         b.sources.add(str(folder), name="proj", sync=True)
         ids = [b.fs.write("proj", f"n{i}.md", f"note {i}\n")["change"]["id"] for i in range(3)]
@@ -167,7 +141,7 @@ def test_another_users_lost_change_is_not_named(settings: Settings, tmp_path: Pa
     bob = Identity("bob", "b1")
     folder = tmp_path / "bobs"
     folder.mkdir()
-    b = _open(settings)
+    b = open_offline(settings)
     try:
         with acting_as(bob):
             b.sources.add(str(folder), name="bobs", sync=True)
@@ -177,7 +151,7 @@ def test_another_users_lost_change_is_not_named(settings: Settings, tmp_path: Pa
     journal = settings.home / "changes" / "journal.jsonl"
     raw = journal.read_bytes()
     journal.write_bytes(raw[:-5] + b"\xff" + raw[-4:])  # bob's record, damaged
-    b = _open(settings)
+    b = open_offline(settings)
     try:
         mine = b.changes.list(status="all")  # the settings identity, not bob
         (d,) = mine["journal_damage"]
