@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from brain.errors import InvalidArgument, StoreDamaged, StoreError
+from brain.errors import BrainError, InvalidArgument, StoreDamaged, StoreError
+from brain.store import sqlite_check
 from brain.store.guarded import GuardedStore
 from brain.store.integrity import Manifest, SpaceGuard, path_location, store_location
 from brain.store.snapshot_catalog import INFO, list_snapshots, snapshots_dir
@@ -60,11 +61,38 @@ def _backup_sqlite(home: Path, target: Path) -> list[str]:
             continue
         dst = target / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.closing(sqlite3.connect(src, timeout=30)) as a, \
-                contextlib.closing(sqlite3.connect(dst)) as b:
-            a.backup(b)  # consistent while others write
+        try:
+            with contextlib.closing(sqlite3.connect(src, timeout=30)) as a, \
+                    contextlib.closing(sqlite3.connect(dst)) as b:
+                a.backup(b)  # consistent while others write
+                # The backup copies pages as they are: a page damaged since the start would
+                # be kept, and found only when the snapshot is restored.
+                sqlite_check.quick_check(b, src)
+        except sqlite3.DatabaseError as exc:
+            raise sqlite_check.typed(src, exc) from None
         done.append(rel)
     return done
+
+
+def _check_sqlite(home: Path, name: str, src: Path, rels: list[str]) -> None:
+    """The snapshot's SQLite copies pass their integrity check, or the restore is refused
+    before anything is replaced (a start would refuse them)."""
+    for rel in rels:
+        try:
+            sqlite_check.check_file(src / "sqlite" / rel)
+        except BrainError as exc:
+            raise StoreDamaged(
+                f"snapshot {name} is damaged: its copy of {rel} fails its check "
+                f"({exc.details.get('problem') or exc}). Nothing was restored and the current "
+                f"store was left as it was; {_other_way(home, name)}.",
+                snapshot=name, what=f"{rel}: damaged",
+            ) from None
+
+
+def _other_way(home: Path, name: str) -> str:
+    older = [s["name"] for s in list_snapshots(home) if s["name"] != name]
+    return f"try an older one ({', '.join(older[-3:])})" if older else \
+        "no other snapshot exists: restore a backup or an export of the data dir"
 
 
 def _name(root: Path) -> str:
@@ -209,12 +237,9 @@ def verify(home: Path, name: str, shard: Path, snap: dict[str, Any], dimension: 
         finally:
             store.close()
     if fault is not None:
-        older = [s["name"] for s in list_snapshots(home) if s["name"] != name]
-        alt = f"try an older one ({', '.join(older[-3:])})" if older else \
-            "no other snapshot exists: restore a backup or an export of the data dir"
         raise StoreDamaged(
             f"snapshot {name} is damaged: {fault}. Nothing was restored and the current "
-            f"store was left as it was; {alt}, or run `brain accept-loss` to serve the "
+            f"store was left as it was; {_other_way(home, name)}, or run `brain accept-loss` to serve the "
             "current store as it is.", snapshot=name, what=fault)
 
 
@@ -231,6 +256,7 @@ def restore(home: Path, store_dir: Path, name: str, min_free_mb: float,
     store_dir.parent.mkdir(parents=True, exist_ok=True)
     work = store_dir.with_name(f".{store_dir.name}.restoring")
     shutil.rmtree(work, ignore_errors=True)
+    _check_sqlite(home, name, src, list(snap.get("sqlite", [])))
     try:
         _copy_tree(src / "shard", work)
         verify(home, name, work, snap, dimension)
