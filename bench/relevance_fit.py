@@ -85,22 +85,14 @@ def _evidence(m: Any, query: str, flt: Any, qv: Any, sparse: Any, keys: dict[str
             "term_in": [[t in d for t in terms] for d in docs]}
 
 
-_WORDS_RE = re.compile(r"[A-Za-z][A-Za-z0-9_+#.\-]*[A-Za-z0-9+#]|[A-Za-z]")
 _WORD_VECS: dict[str, Any] = {}
 
 
 def _words(text: str, limit: int = 300) -> list[str]:
-    """The content words of a text, lower-cased, each once, in order."""
-    from brain.memory.enrich import STOPWORDS
+    """The content words of a text (brain/memory/enrich.py's), each once, in order."""
+    from brain.memory.enrich import content_words
 
-    seen: dict[str, None] = {}
-    for w in _WORDS_RE.findall(text[:20_000]):
-        w = w.lower().strip(".-")
-        if len(w) > 2 and w not in STOPWORDS and not w.isdigit():
-            seen.setdefault(w, None)
-        if len(seen) >= limit:
-            break
-    return list(seen)
+    return list(dict.fromkeys(content_words(text[:20_000])))[:limit]
 
 
 def _soft_cover(m: Any, query_words: list[str], doc_words: list[str]) -> list[float]:

@@ -230,7 +230,6 @@ class FileRecords:
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            sqlite_check.quick_check(self._db, db_path)
             self._db.executescript(_SCHEMA)
             self._migrate(owner)
         except sqlite3.DatabaseError as exc:

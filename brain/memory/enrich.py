@@ -56,9 +56,15 @@ def make_title(content: str, limit: int = 80) -> str:
     return cut.rstrip(" ,;:-") + "…"
 
 
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` that say something, lower-cased, in order (repeats kept): no stop
+    words, numbers or words of one or two letters."""
+    words = (w.lower().strip(".-") for w in _WORD.findall(text))
+    return [w for w in words if len(w) > 2 and w not in STOPWORDS and not w.isdigit()]
+
+
 def keywords_of(text: str, max_n: int = 10, min_n: int = 5) -> list[str]:
-    words = [w.lower().strip(".-") for w in _WORD.findall(text)]
-    words = [w for w in words if len(w) > 2 and w not in STOPWORDS and not w.isdigit()]
+    words = content_words(text)
     counts = Counter(words)
     first_pos: dict[str, int] = {}
     for i, w in enumerate(words):

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from brain.store.sqlite_check import quick_check, typed
+from brain.store.sqlite_check import typed
 from brain.trust import tenancy
 from brain.trust.identity import Identity
 
@@ -140,7 +140,6 @@ class Registry:
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            quick_check(self._db, self.path)
             self._migrate(owner)
             self._db.executescript(_SCHEMA)
             self._db.commit()

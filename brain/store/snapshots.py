@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from brain.errors import BrainError, InvalidArgument, StoreDamaged, StoreError
+from brain.errors import InvalidArgument, StoreDamaged, StoreError
 from brain.store import sqlite_check
 from brain.store.guarded import GuardedStore
 from brain.store.integrity import Manifest, SpaceGuard, path_location, store_location
@@ -80,7 +80,7 @@ def _check_sqlite(home: Path, name: str, src: Path, rels: list[str]) -> None:
     for rel in rels:
         try:
             sqlite_check.check_file(src / "sqlite" / rel)
-        except BrainError as exc:
+        except StoreDamaged as exc:
             raise StoreDamaged(
                 f"snapshot {name} is damaged: its copy of {rel} fails its check "
                 f"({exc.details.get('problem') or exc}). Nothing was restored and the current "
@@ -239,8 +239,8 @@ def verify(home: Path, name: str, shard: Path, snap: dict[str, Any], dimension: 
     if fault is not None:
         raise StoreDamaged(
             f"snapshot {name} is damaged: {fault}. Nothing was restored and the current "
-            f"store was left as it was; {_other_way(home, name)}, or run `brain accept-loss` to serve the "
-            "current store as it is.", snapshot=name, what=fault)
+            f"store was left as it was; {_other_way(home, name)}, or run `brain accept-loss` "
+            "to serve the current store as it is.", snapshot=name, what=fault)
 
 
 def restore(home: Path, store_dir: Path, name: str, min_free_mb: float,

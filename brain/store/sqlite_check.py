@@ -5,8 +5,10 @@ silently missing or a query failing mid-work.
 - ``sources.db`` (brain/sources/registry.py): the sources, their sync state and job history;
 - ``files/files.db`` (brain/files/store.py): the records of uploaded documents.
 
-Brain.open checks both before the store is opened or locked; each keeper checks its own
-connection again as it opens it.
+Brain.open checks both (``PRAGMA quick_check``, which reads every page: once per start, not
+again as each keeper opens its connection) before the store is opened or locked; a keeper
+types the SQLite errors its own open meets (:func:`typed`). A snapshot checks its copies as it
+takes them and before it restores them (brain/store/snapshots.py).
 """
 
 from __future__ import annotations
