@@ -22,6 +22,7 @@ from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from mcp.server.session import ServerSession
 from mcp.types import CallToolRequestParams
 
+from brain import projects
 from brain.sources import workspace
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,8 @@ async def _roots(session: ServerSession | None) -> list[str]:
 
 
 def _project_name(folder: str) -> str:
-    """The folder's name as the hooks name a project (brain/hooks/events.py)."""
-    from brain.hooks.events import project_of
-
-    return project_of({"cwd": folder})
+    """The folder's project as the hooks name it (brain/projects.py)."""
+    return projects.of_folder(folder)
 
 
 def start_dir() -> str | None:

@@ -224,7 +224,9 @@ def _repair(args: argparse.Namespace) -> int:
 
 def _source_args(p: argparse.ArgumentParser, adding: bool) -> None:
     p.add_argument("--name", default=None)
-    p.add_argument("--project", default=None)
+    p.add_argument("--project", default=None,
+                   help="default: the folder's git work tree name, else its own name (as "
+                        "the hooks name an agent's project)" if adding else None)
     p.add_argument(
         "--trigger", choices=TRIGGERS, default="manual" if adding else None
     )

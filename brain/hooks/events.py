@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 
+from brain import projects
 from brain.hooks import client
 
 # shape (shlex + its patterns) and summary are imported by the handlers that use them: most
@@ -46,22 +47,6 @@ FILE_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "r
                         "write", "patch"})
 MAX_TURN_FILES = 32  # files remembered per turn (brain/citations/turns.py reads as many)
 MAX_TURNS = 50  # sessions whose turn is remembered
-_PROJECT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-
-
-def _project_name(text: str) -> str:
-    """Each run of characters outside [A-Za-z0-9_.-] becomes one "-" (no re: it costs a
-    hook's start ~5 ms)."""
-    out: list[str] = []
-    in_run = False
-    for ch in text:
-        if ch in _PROJECT_CHARS:
-            out.append(ch)
-            in_run = False
-        elif not in_run:
-            out.append("-")
-            in_run = True
-    return "".join(out)
 
 
 class Context:
@@ -80,14 +65,7 @@ class Context:
 
 def git_root(payload: dict[str, Any]) -> str:
     """The git work tree above the session's cwd (a worktree's own folder), or ""."""
-    parent = os.path.abspath(os.path.expanduser(str(payload.get("cwd") or ".")))
-    while True:
-        if os.path.exists(os.path.join(parent, ".git")):
-            return parent
-        up = os.path.dirname(parent)
-        if up == parent:
-            return ""
-        parent = up
+    return projects.git_root(str(payload.get("cwd") or "."))
 
 
 def branch_of(worktree: str) -> str:
@@ -112,13 +90,11 @@ def branch_of(worktree: str) -> str:
 
 
 def project_of(payload: dict[str, Any], explicit: str = "") -> str:
-    """The project a session works on: --project, else the name of the git root above cwd."""
+    """The project a session works on: --project, else the name of the git root above cwd
+    (brain/projects.py, which names a source added without a project the same way)."""
     if explicit:
-        return explicit[:128]
-    root = git_root(payload) or os.path.abspath(
-        os.path.expanduser(str(payload.get("cwd") or ".")))
-    name = _project_name(os.path.basename(root)).strip("-.")
-    return (name or "general")[:128]
+        return explicit[: projects.MAX_CHARS]
+    return projects.of_folder(str(payload.get("cwd") or "."))
 
 
 def _where(payload: dict[str, Any], turn: dict[str, Any]) -> None:

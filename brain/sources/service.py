@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from brain import projects
 from brain.clock import Clock, iso
 from brain.embedding.bm25 import BM25Encoder
 from brain.embedding.credential import search_warnings
@@ -187,7 +188,7 @@ class SourcesService:
             id=new_source_id(),
             name=name,
             root=real,
-            project=project or self.cfg.default_project,
+            project=project or projects.of_folder(real, self.cfg.default_project),
             trigger=trigger,
             exclude=exclude,
             include=list(include or []),
@@ -496,8 +497,9 @@ class SourcesService:
         base: dict[str, Any] = {"mode": search_mode, "sources": [s.name for s in scope.sources]}
         if scope.unreachable:  # never a silent empty page: say what could not be read
             base["unreachable"] = scope.unreachable
-        if not scope.sources:
-            return {**base, "results": [], "count": 0}
+        if not scope.sources:  # nothing to search: say why and how to fix it
+            empty = {**base, "results": [], "count": 0, **self._nothing_hint(project, source)}
+            return {**empty, "answer": "none"} if search_mode == "semantic" else empty
         deps = self._deps()
         extra: dict[str, Any] = {}
         if search_mode == "semantic":
@@ -513,6 +515,24 @@ class SourcesService:
                 deps, scope, query, limit, fixed=fixed, case_insensitive=case_insensitive
             )
         return {**base, **extra, "results": results, "count": len(results)}
+
+    def _nothing_hint(self, project: str | None, source: str | None) -> dict[str, str]:
+        """Why a search had no source to read: none added yet, or none of ``project`` (a
+        folder added under another project is a common slip: say which and how to move it).
+        Unreachable sources are listed by the page itself."""
+        if source:
+            return {}
+        mine = self.registry.list(self.caller)
+        if not mine:
+            return {"hint": "no folder is indexed yet: add one with the sources tool's add "
+                            "action or 'brain source add PATH'."}
+        if not project or any(r.project == project for r in mine):
+            return {}
+        others = ", ".join(f"{r.name} (project {r.project})" for r in mine[:10])
+        return {"hint": f"no source belongs to project {project!r}; yours: {others}. Search "
+                        "without project, name one with source=..., or move it: 'brain "
+                        f"source update NAME --project {project}' (the sources tool's update "
+                        "action)."}
 
     def _deps(self) -> fs.SearchDeps:
         c = self.cfg
