@@ -192,6 +192,12 @@ class MemorySettings(_Section):
         True, description="Replace secret-shaped strings in written content by a marker"
     )
     default_project: str = Field("general", description="Project used when a call names none")
+    workspace_project: bool = Field(
+        True,
+        description="A stdio note tool call that names no project works on its client's "
+        "workspace project (MCP roots, else the git work tree the server started in; named "
+        "as the hooks name it); default_project only when there is none",
+    )
     relevance_band: float = Field(0.4, gt=0, lt=1,
         description="A search answers 'single' when its second hit scores at most (1 - this) "
                     "of the top hit's fused score, else 'many'; a 'single' answer is returned "

@@ -49,12 +49,12 @@ from mcp_surface.args import (  # noqa: E402
     Cites,
     Detail,
     Ids,
-    OptProject,
     Query,
     Similarity,
     TagList,
     Text,
     TypedArgumentErrors,
+    WorkProject,
     ZkId,
 )
 from mcp_surface.calls import Services  # noqa: E402
@@ -145,7 +145,8 @@ def create_server(
 
         conf = settings or (brain.settings if brain is not None else None)
         mcp.add_middleware(Workspace(conf.sources.workspace if conf else "off",
-                                     start_dir() if brain is None else None))
+                                     start_dir() if brain is None else None,
+                                     bool(conf and conf.memory.workspace_project)))
     if brain is None and shared_state is None:
         from webui import host as webui_host
 
@@ -182,7 +183,7 @@ def create_server(
     @tool(mcp, WRITE, out.WRITTEN)
     async def add_memory(
         content: Text,
-        project: OptProject = None,
+        project: WorkProject = None,
         memory_type: NewMemoryType = "permanent",
         note_kind: NoteKind = "general",
         tags: TagList = None,

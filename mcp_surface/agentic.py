@@ -8,7 +8,7 @@ from fastmcp import FastMCP
 from pydantic import Field
 
 from mcp_surface import outputs as out
-from mcp_surface.args import Detail, Ids, Project, Query
+from mcp_surface.args import Detail, Ids, Query, WorkProject, project_or_default
 from mcp_surface.calls import Call, Services
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, tool
 from mcp_surface.recall import FilterProject, RecallFilters, recall_filter
@@ -39,7 +39,7 @@ def register(mcp: FastMCP, call: Call) -> None:
 
     @tool(mcp, DESTRUCTIVE, out.CLUSTERS)
     async def consolidate_clusters(
-        project: Project,
+        project: WorkProject = None,
         dry_run: bool = True,
         selected_cluster_ids: Ids = None,
         min_similarity: Similarity = 0.9,
@@ -50,7 +50,7 @@ def register(mcp: FastMCP, call: Call) -> None:
         (originals archived)."""
         return await call(
             lambda s: s.agentic.consolidate_clusters(
-                project,
+                project_or_default(s, project),
                 dry_run,
                 selected_cluster_ids,
                 min_similarity,

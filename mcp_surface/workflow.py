@@ -15,11 +15,12 @@ from mcp_surface.args import (
     Line,
     Lines,
     OptProject,
-    Project,
     Query,
     Signature,
     Text,
+    WorkProject,
     ZkId,
+    project_or_default,
 )
 from mcp_surface.calls import Call
 from mcp_surface.lean import PURE_READ, READ, UPKEEP, WRITE, tool
@@ -29,14 +30,15 @@ Limit = Annotated[int, Field(ge=1, le=500)]
 
 def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, PURE_READ, out.OPENED)
-    async def open_session(project: Project) -> dict[str, Any]:
+    async def open_session(project: WorkProject = None) -> dict[str, Any]:
         """Call first on a project: get_session_context and get_inbox in one call."""
-        return await call(lambda s: s.sessions.open_session(project))
+        return await call(lambda s: s.sessions.open_session(project_or_default(s, project)))
 
     @tool(mcp, PURE_READ, out.SESSION_CONTEXT)
-    async def get_session_context(project: Project) -> dict[str, Any]:
+    async def get_session_context(project: WorkProject = None) -> dict[str, Any]:
         """Project state: context, last handoff, open thread, decisions, mistakes, fixes."""
-        return await call(lambda s: s.sessions.get_session_context(project))
+        return await call(
+            lambda s: s.sessions.get_session_context(project_or_default(s, project)))
 
     @tool(mcp, PURE_READ, out.INBOX)
     async def get_inbox(project: OptProject = None, limit: Limit = 50) -> dict[str, Any]:
@@ -45,8 +47,8 @@ def register(mcp: FastMCP, call: Call) -> None:
 
     @tool(mcp, WRITE, out.CLOSED)
     async def close_session(
-        project: Project,
         objective: Annotated[Line, Field(min_length=1)],
+        project: WorkProject = None,
         completed: Lines = None,
         blockers: Lines = None,
         next_steps: Lines = None,
@@ -56,7 +58,7 @@ def register(mcp: FastMCP, call: Call) -> None:
         """Call at handoff: stores a session_summary and the new open_thread."""
         return await call(
             lambda s: s.sessions.close_session(
-                project, objective, completed, blockers, next_steps, key_files,
+                project_or_default(s, project), objective, completed, blockers, next_steps, key_files,
                 transcript_excerpt,
             )
         )
@@ -64,12 +66,13 @@ def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, WRITE, out.FAILURE)
     async def record_failure(
         content: Annotated[Text, Field(description="What failed: error, command, context")],
-        project: Project,
         failure_signature: Annotated[Signature, Field(
             description="Stable key, e.g. 'pytest:ImportError:qdrant_edge'; repeats count")],
+        project: WorkProject = None,
     ) -> dict[str, Any]:
         """Record a failure as it happens (a fleeting mistake note)."""
-        return await call(lambda s: s.mistakes.record_failure(content, project, failure_signature))
+        return await call(lambda s: s.mistakes.record_failure(
+            content, project_or_default(s, project), failure_signature))
 
     @tool(mcp, WRITE, out.RESOLUTION)
     async def record_resolution(
@@ -87,7 +90,7 @@ def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, READ, out.PREFLIGHT)
     async def preflight_check(
         task: Query,
-        project: OptProject = None,
+        project: WorkProject = None,
         top_k: Annotated[int | None, Field(ge=1, le=50, description="5")] = None,
         detail: Detail = "compact",
         changed_since: Annotated[str | None, Field(max_length=200, description="A git ref")
