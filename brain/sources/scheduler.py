@@ -38,7 +38,7 @@ _FULL_AFTER_PATHS = 5000  # a watcher batch larger than this becomes a full reco
 class SourcesConfig:
     """What the sources read of the settings (``[sync]`` and a few shared knobs)."""
 
-    default_project: str  # [memory] default_project: of a source added without one
+    default_project: str  # [memory] default_project: of a source whose folder names none
     concurrency: int
     max_scan_files: int
     debounce_s: float

@@ -28,7 +28,7 @@ FLOORS: list[set[str]] = [
     {"llm", "trust", "report"},
     {"notes"},  # the note schema and its enums: tenancy checks visibility against them
     {"vector_store", "citation"},
-    {"errors", "clock", "heap", "private", "http_json"},
+    {"errors", "clock", "heap", "private", "http_json", "projects"},
 ]
 # brain/__init__.py is the package's face for scripts (open_brain, imported lazily from api).
 FACE = "__init__"

@@ -70,7 +70,9 @@ def test_sources_service_indexes_with_the_parts_it_is_given(
         added = svc.add(str(folder), name="proj")
         assert svc.wait_idle(60)
         source = added["source"]
-        assert source["project"] == "fieldwork"  # the config's default project
+        # the folder's own name, as the hooks name a project there (brain/projects.py); the
+        # config's default project only for a folder with no usable name
+        assert source["project"] == "proj"
         assert source["created"] == iso(clock.now())  # the injected clock, not the wall
         hits = svc.search("crevasse sonar", "semantic", limit=3)["results"]
         assert [h["path"] for h in hits][:1] == ["notes.md"]
