@@ -37,7 +37,9 @@ def open_brain(**overrides: Any) -> Iterator[Any]:
     except ValueError as exc:
         print(f"brain: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    setup_logging(settings.home, settings.log.level)
+    # The terminal gets warnings and errors (what a run through the server prints too);
+    # brain.log keeps every record at [log] level.
+    setup_logging(settings.home, settings.log.level, stderr_level="WARNING")
     from brain.process.owner import exclusive
 
     # One process owns a data dir; a running server keeps it, and this says so (StoreLocked).

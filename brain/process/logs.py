@@ -43,13 +43,18 @@ def quiet_progress_bars() -> None:
         tf.disable_progress_bar()
 
 
-def setup_logging(home: Path, level: str = "INFO") -> None:
+def setup_logging(home: Path, level: str = "INFO", stderr_level: str | None = None) -> None:
+    """Log records at ``level`` to ``<home>/brain.log`` and to stderr; ``stderr_level``, when
+    higher, only to the file below it (the command line: its stderr is the user's terminal,
+    where a start's INFO lines are noise; the server's stderr is its client's log)."""
     quiet_progress_bars()
     root = logging.getLogger()
     root.setLevel(level)
     for h in list(root.handlers):
         root.removeHandler(h)
     err = logging.StreamHandler(sys.stderr)
+    if stderr_level is not None:
+        err.setLevel(max(logging.getLevelName(level), logging.getLevelName(stderr_level)))
     err.setFormatter(RedactingFormatter(FORMAT))
     root.addHandler(err)
     try:

@@ -328,7 +328,8 @@ def test_a_refusal_reads_the_same_through_either_door(
     home: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The same command, refused by a Brain of its own and by the running server: the same
-    one line, code and message (a Brain of its own also logs its start to stderr)."""
+    one line, code and message, and nothing else on the terminal (a Brain of its own logs
+    its start to brain.log only)."""
     argv = ["notes", "verify", "ZK-00000000"]
     assert main(argv) == 1
     alone = capsys.readouterr()
@@ -340,9 +341,10 @@ def test_a_refusal_reads_the_same_through_either_door(
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(timeout=HANG_S)
-    said = [line for line in alone.err.splitlines() if line.startswith("brain:")]
+    said = alone.err.splitlines()
     assert len(said) == 1 and said[0].startswith("brain: [NOTE_NOT_FOUND] no note ZK-00000000")
     assert served.err.splitlines() == said and served.out == alone.out == ""
+    assert " INFO brain." in (home / "brain.log").read_text(encoding="utf-8")
 
 
 def test_ctrl_c_cancels_a_sync_run_by_the_command_itself(
