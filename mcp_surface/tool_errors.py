@@ -21,6 +21,7 @@ from another process ends the same way.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -30,6 +31,8 @@ from mcp.types import CallToolResult, TextContent
 
 from brain.errors import BrainError
 from mcp_surface.text_guard import as_text
+
+log = logging.getLogger(__name__)
 
 
 class CodedToolError(ToolError):
@@ -43,7 +46,10 @@ class CodedToolError(ToolError):
         self.details: dict[str, Any] = json.loads(
             json.dumps(as_text(dict(details or {})), default=str)
         )
-        super().__init__(f"[{code}] {self.message}")
+        # fastmcp logs each tool error as "Error calling tool 'x'" at this level, without its
+        # message: an ERROR for every refused argument. StructuredErrors logs the refusal
+        # with its code and message instead (:func:`log_level`).
+        super().__init__(f"[{code}] {self.message}", log_level=logging.DEBUG)
 
     @classmethod
     def of(cls, exc: BrainError) -> CodedToolError:
@@ -71,6 +77,19 @@ class CodedToolError(ToolError):
         )
 
 
+# The codes that say the server is in trouble rather than that the call was refused as
+# asked (a bad argument, a missing note, a path outside the policy): logged as warnings.
+SERVER_SIDE = frozenset({
+    "STORE_ERROR", "STORE_DAMAGED", "STORE_LOCKED", "DISK_FULL", "DATA_DIR_UNWRITABLE",
+    "EMBEDDING_PROVIDER_FAILED", "MODEL_UNAVAILABLE", "LLM_ERROR", "OWNER_UNAVAILABLE",
+    "NOT_READY", "INTERRUPTED", "OPTIMIZE_ABORTED", "START_FAILED", "INTERNAL",
+})
+
+
+def log_level(code: str) -> int:
+    return logging.WARNING if code in SERVER_SIDE else logging.INFO
+
+
 class StructuredErrors(Middleware):
     """Outermost: every coded error of a call from a client becomes its structured error
     result, and so does a ``BrainError`` a middleware raises (text_guard.py's, before any
@@ -83,11 +102,20 @@ class StructuredErrors(Middleware):
         except CodedToolError as exc:
             if not _from_a_client(context):
                 raise
+            _log(context, exc)
             return exc.result()
         except BrainError as exc:
+            coded = CodedToolError.of(exc)
             if not _from_a_client(context):
-                raise CodedToolError.of(exc) from exc
-            return CodedToolError.of(exc).result()
+                raise coded from exc
+            _log(context, coded)
+            return coded.result()
+
+
+def _log(context: MiddlewareContext, exc: CodedToolError) -> None:
+    """One line per refused call, with the code and the message the caller got (the log
+    handlers redact it like any record: brain/process/logs.py)."""
+    log.log(log_level(exc.code), "tool %s refused: %s", context.message.name, exc)
 
 
 def _from_a_client(context: MiddlewareContext) -> bool:
