@@ -67,12 +67,15 @@ class Status:
         self.last = ""
         self.at = 0.0
 
-    def show(self, line: str) -> None:
+    def show(self, line: str, final: bool = False) -> None:
+        """``final``: the outcome, printed whatever the throttle (off a terminal the last
+        line shown could be seconds older than the end)."""
         import time
 
         if not self.on or line == self.last:
             return
-        if not self.tty and self.last and time.monotonic() - self.at < self.EVERY_S:
+        if (not final and not self.tty and self.last
+                and time.monotonic() - self.at < self.EVERY_S):
             return
         self.last, self.at = line, time.monotonic()
         if self.tty:

@@ -145,8 +145,9 @@ def _line(job: dict[str, Any]) -> str:
     p = job.get("progress") or {}
     total = p.get("files_total")
     files = f"{p.get('files_done', 0)}/{total}" if total else str(p.get("files_done", 0))
+    running = job["status"] in ("queued", "running")  # else the outcome, not its last phase
     return (f"{job.get('kind') or 'sync'}: {files} files, {p.get('chunks_embedded', 0)} chunks "
-            f"({p.get('phase', job['status'])})")
+            f"({p.get('phase', job['status']) if running else job['status']})")
 
 
 def follow(d: Door, job_id: str, source: str, show: bool = True,
@@ -159,8 +160,9 @@ def follow(d: Door, job_id: str, source: str, show: bool = True,
     try:
         while True:
             job = d.run("source.job", {"job": job_id})
-            status.show(_line(job))
-            if job["status"] not in ("queued", "running"):
+            done = job["status"] not in ("queued", "running")
+            status.show(_line(job), final=done)
+            if done:
                 return job
             time.sleep(poll_s)
     except KeyboardInterrupt:

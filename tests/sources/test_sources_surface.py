@@ -101,10 +101,14 @@ def test_cli_source_commands(tree: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert main(["sync", "proj", "--quiet"]) == 0
     job = json.loads(capsys.readouterr().out)
     assert job["status"] == "done" and job["result"]["files_indexed"] == 30
+    (tree / "src" / "late.py").write_text("def late_arrival():\n    return 1\n")
+    assert main(["sync", "proj"]) == 0  # off a terminal: the outcome is the last line
+    shown = capsys.readouterr()
+    assert shown.err.splitlines()[-1] == "sync: 31/31 files, 1 chunks (done)", shown.err
     assert main(["fs-search", "handler_3", "--mode", "grep", "--limit", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["results"][0]["path"] == "src/m3.py"
     assert main(["source", "list"]) == 0
-    assert json.loads(capsys.readouterr().out)[0]["snapshot"]["indexed"] == 30
+    assert json.loads(capsys.readouterr().out)[0]["snapshot"]["indexed"] == 31
     assert main(["source", "update", "proj", "--trigger", "interval", "--interval-s", "600"]) == 0
     capsys.readouterr()
     assert main(["source", "remove", "proj"]) == 0
