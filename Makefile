@@ -64,10 +64,12 @@ browser:
 # Three workers (pytest-xdist) on two cores: much of the suite waits on child processes, kill -9
 # recovery and sockets, so a third worker fills the idle time (2026-12-06, 2 cores: 2 workers
 # 11:39-11:59, 3 workers 9:19 with 1.7 cores busy on average). No test bounds wall time (tests/house),
-# so a busier machine is slower, not red. PYTEST_WORKERS=0 runs it serially.
+# so a busier machine is slower, not red. PYTEST_WORKERS=0 runs it serially. Work stealing: an
+# idle worker takes tests queued on a busy one, so the suite's few 15-45 s tests do not leave
+# two workers idle at the end (fresh clone, same commit, one run each: 9:43 against 10:25).
 PYTEST_WORKERS ?= 3
 test: lint browser
-	$(BIN)/pytest -q -x -n $(PYTEST_WORKERS) --durations=15
+	$(BIN)/pytest -q -x -n $(PYTEST_WORKERS) --dist worksteal --durations=15
 
 bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)
