@@ -11,7 +11,7 @@ from mcp_surface import outputs as out
 from mcp_surface.args import Detail, Ids, Query, WorkProject, project_or_default
 from mcp_surface.calls import Call, Services
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, tool
-from mcp_surface.recall import FilterProject, RecallFilters, recall_filter
+from mcp_surface.recall import FilterProject, RecallFilters, recall_filter, with_project_hint
 
 Similarity = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -33,7 +33,8 @@ def register(mcp: FastMCP, call: Call) -> None:
         def run(s: Services) -> dict[str, Any]:
             rf = recall_filter(project, filters)
             result = s.agentic.deep_search(query, rf, hops, top_k or 10)
-            return s.pages.search(result, detail, explicit=top_k is not None)
+            page = s.pages.search(result, detail, explicit=top_k is not None)
+            return with_project_hint(s, rf, page)
 
         return await call(run)
 

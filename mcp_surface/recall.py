@@ -118,4 +118,18 @@ def search_notes(s: Services, req: NoteSearch) -> dict[str, Any]:
     if req.include_files:
         out["files"] = s.files.search_with_vector(
             qvec, req.query, limit=min(top_k, 30), threshold=req.files_threshold)
-    return s.pages.search(out, req.detail, explicit=req.top_k is not None, query=req.query)
+    page = s.pages.search(out, req.detail, explicit=req.top_k is not None, query=req.query)
+    return with_project_hint(s, rf, page)
+
+
+def with_project_hint(s: Services, rf: RecallFilter, page: dict[str, Any]) -> dict[str, Any]:
+    """An empty answer from a project that holds no note of the caller's says so (an agent
+    that guessed its project's name learns how to reach its notes)."""
+    if page.get("results"):
+        return page
+    empty = s.memory.empty_project(rf)
+    if empty is None:
+        return page
+    return {**page, "hint": f"project {empty!r} holds no notes of yours: omit project for "
+                            "this workspace's, or set filters.all_projects to search every "
+                            "project."}

@@ -59,6 +59,19 @@ def recall(
     return [c for c in cands if c.similarity is not None and c.similarity >= confidence_min]
 
 
+def empty_project(m: NoteCore, rf: RecallFilter) -> str | None:
+    """The project a search of ``rf`` reads when it holds no note the caller may see (any
+    kind, fleeting too): a search there answers nothing whatever the query, which usually
+    means a guessed project name. None when it holds some, or the search crosses projects.
+    One count."""
+    if rf.all_projects:
+        return None
+    project = rf.project or m.cfg.default_project
+    whole = RecallFilter(project=project, include_fleeting=True, include_contextual=True,
+                         branch="*")
+    return project if m.store.count(build_filter(m, whole)) == 0 else None
+
+
 def _retrieve(m: NoteCore, qvec: Sequence[float] | None, query: str, flt: Filter,
               limit: int, *, absolute: bool = True) -> list[Candidate]:
     # Notes are searched through the index: the bench's "no exact search" ablation gave the

@@ -29,6 +29,7 @@ class MemoryService(NoteCore):
     search = read.search
     get = read.get
     recall = read.recall
+    empty_project = read.empty_project
     related = read.related
     notes = read.notes
     # the web explorer's reads
