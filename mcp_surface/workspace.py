@@ -33,6 +33,8 @@ from brain.sources import workspace
 log = logging.getLogger(__name__)
 
 
+ROOTS_TIMEOUT_S = 5.0  # a client that announces roots but never lists them has none
+
 # The tools whose missing project means "the default project" (not "every project", as for
 # fs_search, get_inbox or health, nor "the failure's", as for record_resolution): a stdio
 # call to one of them that names no project works on the client's workspace project.
@@ -114,12 +116,16 @@ async def _roots(session: ServerSession | None) -> list[str]:
     caps = getattr(params, "capabilities", None)
     if caps is None or getattr(caps, "roots", None) is None:
         return []
+    found = None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), anyio.move_on_after(ROOTS_TIMEOUT_S):
             warnings.simplefilter("ignore")  # roots are deprecated in the 2026 protocol
             found = await session.list_roots()
     except Exception as exc:  # noqa: BLE001 - a client that cannot answer has no roots
         log.info("workspace.roots_failed error=%s", exc)
+        return []
+    if found is None:  # the client's own first call waits on this: never for long
+        log.info("workspace.roots_failed error=no answer in %.0f s", ROOTS_TIMEOUT_S)
         return []
     return [str(r.uri) for r in found.roots]
 

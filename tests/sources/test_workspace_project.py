@@ -9,10 +9,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 from fastmcp import Client
 
 from brain.hooks.events import project_of
 from tests.sources.test_workspace import _server
+from tests.timing import HANG_S
 
 
 def _repo(base: Path, name: str) -> Path:
@@ -69,3 +71,17 @@ async def test_roots_name_it_first_and_without_a_workspace_or_when_off_the_defau
     async with Client(_server(home, shop, BRAIN__MEMORY__WORKSPACE_PROJECT="false",
                               **off)) as client:
         assert await _add(client, "turned off") == "general"
+
+
+async def test_a_client_that_never_lists_its_roots_holds_up_its_first_call_only_briefly(
+        home: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+
+    async def never(_context: Any) -> list[str]:
+        await anyio.sleep(3600)
+        return []
+
+    async with Client(_server(home, plain), roots=never, mode="legacy") as client:
+        with anyio.fail_after(HANG_S):  # a hang only; the wait is workspace.ROOTS_TIMEOUT_S
+            assert await _add(client, "still written") == "general"
