@@ -1,7 +1,8 @@
 """``brain seed FILE``: load a JSON list (or JSON Lines) of notes into the brain.
 
 Each entry is a note as ``add_memory`` takes it: ``content`` (required), and optionally
-``project``, ``memory_type``, ``note_kind``, ``tags``, ``pinned``, ``visibility``, ``context``.
+``project``, ``memory_type``, ``note_kind``, ``tags``, ``pinned``, ``visibility``, ``context``;
+``--project`` files the entries that name no project of their own.
 The whole file is checked before anything is written, each entry by the checks add_memory
 applies to its fields (``check_entry``), so a bad entry changes nothing; the
 notes then go in through the running server (or one started for the command), as the
@@ -115,8 +116,16 @@ def _seed(args: argparse.Namespace) -> int:
         overrides = {"home": Path(args.home)} if args.home else {}
         max_chars = load_settings(**overrides).memory.max_content_chars
         entries = read_entries(Path(args.file), max_chars)
+        if args.project is not None:  # the entries that name no project of their own
+            from brain.memory.core import check_project
+
+            project = check_project(args.project)
+            entries = [e if e.get("project") else {**e, "project": project} for e in entries]
     except (SeedError, UnicodeDecodeError) as exc:
         print(f"brain seed: {exc}", file=sys.stderr)
+        return 2
+    except BrainError as exc:
+        print(f"brain seed: --project is refused: [{exc.code}] {exc.message}", file=sys.stderr)
         return 2
     ids: list[str] = []
     with open_brain(args.home) as brain:
@@ -139,4 +148,8 @@ def register(sub: Any) -> None:
     seed = sub.add_parser("seed", help="load a JSON / JSON Lines list of notes")
     seed.add_argument("file", help="a JSON array of notes, or one JSON note per line")
     seed.add_argument("--home", default=None, help="data dir (default: the configured one)")
+    seed.add_argument("--project", default=None,
+                      help="project of the entries that name none (default: [memory] "
+                           "default_project; an agent's calls use its workspace's, e.g. the "
+                           "repository folder's name)")
     seed.set_defaults(func=_seed)

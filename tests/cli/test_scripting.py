@@ -100,10 +100,16 @@ def test_seed_command(fast_env: dict[str, str], tmp_path: Path, home: Path) -> N
     assert not (home / "owner.json").exists()  # refused before any server started
     notes = tmp_path / "notes.jsonl"
     notes.write_text("\n".join(json.dumps({"content": f"seeded fact {i}", "project": "seed"})
-                               for i in range(3)))
-    res = subprocess.run([*cmd, str(notes)], env=fast_env, capture_output=True, text=True,
-                         timeout=240)
+                               for i in range(2)) + '\n{"content": "seeded fact 2"}\n')
+    res = subprocess.run([*cmd, str(notes), "--project", "x" * 200], env=fast_env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--project is refused: [INVALID_ARGUMENT]" in res.stderr
+    res = subprocess.run([*cmd, str(notes), "--project", "shop"], env=fast_env,
+                         capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout)
     assert out["added"] == 3 and len(set(out["ids"])) == 3
     assert "seed: 3/3 notes added" in res.stderr
+    with open_brain(home, **FAST) as brain:  # an entry's own project wins over --project
+        assert [brain.get_note(zk_id=z)["note"]["project"] for z in out["ids"]] == [
+            "seed", "seed", "shop"]
