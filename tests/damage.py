@@ -43,10 +43,15 @@ def refused_then_restored(settings: Settings, db: Path, *says: str) -> None:
     db.write_bytes(good)  # what `brain restore` puts back
 
 
-def health_scan_error(capsys: Any) -> tuple[int, str]:
-    """`brain health scan` through the real command line: its exit code and stderr."""
+def health_scan_refuses(capsys: Any, db: Path) -> None:
+    """``db`` damaged (one zeroed block): `brain health scan` through the real command line
+    fails typed, naming the file, with no traceback."""
     from brain.cli import main
 
+    zero_block(db, 1)
     capsys.readouterr()
     rc = main(["health", "scan"])
-    return rc, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert "[STORE_DAMAGED]" in err and db.name in err
+    assert "Traceback" not in err

@@ -13,7 +13,7 @@ import pytest
 
 from brain.errors import StoreDamaged
 from config import Settings
-from tests.damage import health_scan_error, open_offline, refused_then_restored, zero_block
+from tests.damage import health_scan_refuses, open_offline, refused_then_restored, zero_block
 from tests.timing import HANG_S
 
 
@@ -68,8 +68,4 @@ def test_health_scan_on_a_damaged_files_db_is_typed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     _brain_with_documents(settings, tmp_path, n=12)
-    zero_block(settings.home / "files" / "files.db", 1)
-    rc, err = health_scan_error(capsys)
-    assert rc != 0
-    assert "[STORE_DAMAGED]" in err and "files.db" in err
-    assert "Traceback" not in err
+    health_scan_refuses(capsys, settings.home / "files" / "files.db")

@@ -12,7 +12,7 @@ import pytest
 
 from brain.errors import StoreDamaged
 from config import Settings
-from tests.damage import health_scan_error, open_offline, refused_then_restored, zero_block
+from tests.damage import health_scan_refuses, open_offline, refused_then_restored, zero_block
 
 
 def _brain_with_sources(settings: Settings, tmp_path: Path, n: int = 3) -> list[str]:
@@ -57,11 +57,7 @@ def test_health_scan_on_a_damaged_sources_db_is_typed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     _brain_with_sources(settings, tmp_path, n=1)
-    zero_block(settings.home / "sources.db", 1)
-    rc, err = health_scan_error(capsys)
-    assert rc != 0
-    assert "[STORE_DAMAGED]" in err and "sources.db" in err
-    assert "Traceback" not in err
+    health_scan_refuses(capsys, settings.home / "sources.db")
 
 
 # ------------------------------------------------------------------------ the change journal
