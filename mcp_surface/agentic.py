@@ -8,7 +8,7 @@ from fastmcp import FastMCP
 from pydantic import Field
 
 from mcp_surface import outputs as out
-from mcp_surface.args import Detail, Ids, Query, WorkProject, project_or_default
+from mcp_surface.args import Detail, Ids, Query, WorkProject
 from mcp_surface.calls import Call, Services
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, tool
 from mcp_surface.recall import FilterProject, RecallFilters, recall_filter, with_project_hint
@@ -51,7 +51,7 @@ def register(mcp: FastMCP, call: Call) -> None:
         (originals archived)."""
         return await call(
             lambda s: s.agentic.consolidate_clusters(
-                project_or_default(s, project),
+                project,
                 dry_run,
                 selected_cluster_ids,
                 min_similarity,

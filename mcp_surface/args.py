@@ -13,7 +13,7 @@ list over its cap) or ``[INVALID_ARGUMENT]``, like the services' own errors, via
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -39,9 +39,6 @@ from brain.trust.limits import (
     MAX_TAGS,
     MAX_TEXT_CHARS,
 )
-
-if TYPE_CHECKING:
-    from mcp_surface.calls import Services
 from mcp_surface.tool_errors import CodedToolError
 
 # -- strings ------------------------------------------------------------------------------
@@ -53,7 +50,7 @@ Line = Annotated[str, Field(max_length=MAX_LINE_CHARS)]
 Project = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_CHARS)]
 OptProject = Annotated[str | None, Field(max_length=MAX_LABEL_CHARS)]
 # A note tool's project: a stdio call that names none gets its client's workspace project
-# (mcp_surface/workspace.py), any other the default one (:func:`project_or_default`).
+# (mcp_surface/workspace.py), any other the default one (NoteCore.project_of).
 # (AGENTS.md says so: a description on each would cost the listing ~400 characters.)
 WorkProject = OptProject
 Name = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
@@ -128,8 +125,3 @@ def argument_error(exc: ValidationError) -> CodedToolError:
 def _where(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(x) for x in loc if not isinstance(x, int)) or "arguments"
 
-
-def project_or_default(s: Services, project: str | None) -> str:
-    """A note tool's project: the call's, else ``[memory] default_project`` (a stdio call's
-    workspace project is filled in before the call gets here: mcp_surface/workspace.py)."""
-    return project or str(s.memory.cfg.default_project)

@@ -20,7 +20,6 @@ from mcp_surface.args import (
     Text,
     WorkProject,
     ZkId,
-    project_or_default,
 )
 from mcp_surface.calls import Call
 from mcp_surface.lean import PURE_READ, READ, UPKEEP, WRITE, tool
@@ -32,13 +31,12 @@ def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, PURE_READ, out.OPENED)
     async def open_session(project: WorkProject = None) -> dict[str, Any]:
         """Call first on a project: get_session_context and get_inbox in one call."""
-        return await call(lambda s: s.sessions.open_session(project_or_default(s, project)))
+        return await call(lambda s: s.sessions.open_session(project))
 
     @tool(mcp, PURE_READ, out.SESSION_CONTEXT)
     async def get_session_context(project: WorkProject = None) -> dict[str, Any]:
         """Project state: context, last handoff, open thread, decisions, mistakes, fixes."""
-        return await call(
-            lambda s: s.sessions.get_session_context(project_or_default(s, project)))
+        return await call(lambda s: s.sessions.get_session_context(project))
 
     @tool(mcp, PURE_READ, out.INBOX)
     async def get_inbox(project: OptProject = None, limit: Limit = 50) -> dict[str, Any]:
@@ -58,7 +56,7 @@ def register(mcp: FastMCP, call: Call) -> None:
         """Call at handoff: stores a session_summary and the new open_thread."""
         return await call(
             lambda s: s.sessions.close_session(
-                project_or_default(s, project), objective, completed, blockers, next_steps, key_files,
+                project, objective, completed, blockers, next_steps, key_files,
                 transcript_excerpt,
             )
         )
@@ -71,8 +69,7 @@ def register(mcp: FastMCP, call: Call) -> None:
         project: WorkProject = None,
     ) -> dict[str, Any]:
         """Record a failure as it happens (a fleeting mistake note)."""
-        return await call(lambda s: s.mistakes.record_failure(
-            content, project_or_default(s, project), failure_signature))
+        return await call(lambda s: s.mistakes.record_failure(content, project, failure_signature))
 
     @tool(mcp, WRITE, out.RESOLUTION)
     async def record_resolution(

@@ -356,7 +356,7 @@ class AgenticService:
 
     def consolidate_clusters(
         self,
-        project: str,
+        project: str | None,
         dry_run: bool = True,
         selected_cluster_ids: Sequence[str] | None = None,
         min_similarity: float = 0.9,
@@ -368,7 +368,7 @@ class AgenticService:
         result = consolidate(
             self.memory,
             self.router,
-            project,
+            self.memory.project_of(project),
             dry_run,
             selected_cluster_ids,
             min_similarity,

@@ -236,6 +236,11 @@ class NoteCore:
     def identity(self) -> Identity:
         return tenancy.caller(Identity(self.cfg.user_id, self.cfg.agent_id))
 
+    def project_of(self, project: str | None) -> str:
+        """A call's project, checked, else ``[memory] default_project`` (a stdio call that
+        names none has its workspace's filled in before: mcp_surface/workspace.py)."""
+        return check_project(project or self.cfg.default_project)
+
     def visible(self, payload: dict[str, Any]) -> bool:
         return tenancy.visible(payload, self.identity)
 

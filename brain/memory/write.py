@@ -15,7 +15,6 @@ from brain.memory.core import (
     NOTE_FILTER,
     NoteCore,
     WriteResult,
-    check_project,
     merge_tags,
     require_enum,
     require_text,
@@ -60,7 +59,7 @@ def new_payload(
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """A validated, redacted, heuristically enriched note payload (zk_id not yet drawn),
     and the kinds of secrets redacted. Shared by add and the bulk importer."""
-    project = check_project(project or m.cfg.default_project)
+    project = m.project_of(project)
     # Checked against the enums of brain/notes.py, so the casts below only name what holds.
     mtype = cast(NewMemoryType, require_enum(memory_type, NEW_MEMORY_TYPES, "memory_type"))
     kind = cast(NoteKind, require_enum(note_kind, NOTE_KINDS, "note_kind"))
@@ -206,7 +205,7 @@ def add(
 def session_thread(m: NoteCore, project: str | None) -> tuple[str, str, str]:
     """The caller's session thread in ``project`` (the key of NoteCore.threads)."""
     ident = m.identity
-    return (ident.user_id, ident.agent_id, check_project(project or m.cfg.default_project))
+    return (ident.user_id, ident.agent_id, m.project_of(project))
 
 
 def begin_session(m: NoteCore, project: str) -> None:

@@ -17,6 +17,8 @@ import os
 from collections.abc import Iterable
 from urllib.parse import unquote, urlparse
 
+from brain import projects
+
 MAX_ROOTS = 4  # a client naming more is not naming one workspace
 
 
@@ -41,11 +43,5 @@ def from_roots(uris: Iterable[str]) -> list[str]:
 
 def git_top(start: str) -> str | None:
     """The top of the git work tree holding ``start`` (a ``.git`` folder or file), if any."""
-    here = os.path.realpath(start)
-    while True:
-        if os.path.exists(os.path.join(here, ".git")):
-            return None if too_wide(here) else here
-        up = os.path.dirname(here)
-        if up == here:
-            return None
-        here = up
+    top = projects.git_root(os.path.realpath(start))
+    return None if not top or too_wide(top) else top

@@ -106,8 +106,9 @@ class MistakeService:
         found.sort(key=lambda p: float(p.get("created_ts") or 0))
         return found[0] if found else None
 
-    def record_failure(self, content: str, project: str, failure_signature: str) -> dict[str, Any]:
-        project = check_project(project)
+    def record_failure(self, content: str, project: str | None,
+                       failure_signature: str) -> dict[str, Any]:
+        project = self.memory.project_of(project)
         sig, sig_kinds = self._redacted_signature(_signature(failure_signature))
         detail, kinds = self.memory.prepare_content(content)
         kinds = tuple(sorted(set(kinds) | set(sig_kinds)))

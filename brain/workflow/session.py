@@ -146,12 +146,12 @@ class SessionService:
     def active_threads(self, project: str) -> list[dict[str, Any]]:
         return self._notes(project, ("open_thread",), thread_state="active")
 
-    def get_session_context(self, project: str, limit: int = 5) -> dict[str, Any]:
+    def get_session_context(self, project: str | None, limit: int = 5) -> dict[str, Any]:
         """What a session starts from, each fact once: the handoff (its session fields, not
         the two notes that render them), then context notes, recent decisions, recent
         mistakes with their fixes under them, fixes of mistakes not listed, and pinned notes
         not listed above, as compact rows (:func:`brief`); ``get_note`` reads one whole."""
-        project = check_project(project)
+        project = self.memory.project_of(project)
         branch = self._branch(project)
         threads = on_branch(self.active_threads(project), branch)
         thread = threads[0] if threads else None
@@ -238,9 +238,10 @@ class SessionService:
             "truncated": len(notes) > limit,
         }
 
-    def open_session(self, project: str) -> dict[str, Any]:
+    def open_session(self, project: str | None) -> dict[str, Any]:
         """get_session_context and the inbox in one call; an inbox note already shown in the
         context is listed by id and age only."""
+        project = self.memory.project_of(project)
         self.memory.begin_session(project)  # [memory] session_context: notes chain from here
         context = self.get_session_context(project)
         inbox = self.get_inbox(project)
@@ -265,7 +266,7 @@ class SessionService:
 
     def close_session(
         self,
-        project: str,
+        project: str | None,
         objective: str,
         completed: str | Sequence[str] | None = None,
         blockers: str | Sequence[str] | None = None,
@@ -273,7 +274,7 @@ class SessionService:
         key_files: str | Sequence[str] | None = None,
         transcript_excerpt: str | None = None,
     ) -> dict[str, Any]:
-        project = check_project(project)
+        project = self.memory.project_of(project)
         if not isinstance(objective, str) or not objective.strip():
             raise InvalidArgument(
                 "objective is empty: say what this session set out to do", field="objective"
