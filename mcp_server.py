@@ -62,7 +62,6 @@ from mcp_surface.idempotency import IdempotentCalls  # noqa: E402
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, WRITE, tool  # noqa: E402
 from mcp_surface.profiles import Profile, ProfileGate  # noqa: E402
 from mcp_surface.recall import (  # noqa: E402
-    FilterProject,
     NoteKind,
     NoteSearch,
     RecallFilters,
@@ -211,7 +210,7 @@ def create_server(
     async def search_memory(
         query: Query,
         top_k: TopK | None = None,
-        project: FilterProject = None,
+        project: WorkProject = None,
         filters: RecallFilters | None = None,
         include_files: bool = False,
         files_threshold: Similarity | None = None,

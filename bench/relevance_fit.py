@@ -307,6 +307,20 @@ def _at_least(threshold: float) -> Rule:
     return lambda r: bool(r["_score"] >= threshold)
 
 
+def _oracle(rows: list[Row]) -> dict[str, Any]:
+    """The same score's best on the test halves with its threshold chosen on them too (the
+    most abstention any threshold gives within the issue's 0.01 bound): an upper bound, not
+    a result. Below 0.8, no threshold on this score can meet the issue."""
+    import numpy as np
+
+    best: dict[str, Any] = {}
+    for t in np.linspace(-15, 15, 3001):
+        ev = evaluate(rows, _at_least(float(t)), "test")
+        if max(d["any@5 lost"] for d in ev.values()) <= 0.01:
+            best = {"threshold": round(float(t), 2), **ev}  # the strictest that keeps the bound
+    return best
+
+
 def learned(rows: list[Row], features: tuple[str, ...] = FEATURES) -> dict[str, Any]:
     import numpy as np
 
@@ -338,7 +352,8 @@ def learned(rows: list[Row], features: tuple[str, ...] = FEATURES) -> dict[str, 
                     "weights": dict(zip([*features, "sim*wcov", "bias"],
                                         [round(float(v), 3) for v in b], strict=True)),
                     "threshold": round(t, 2), "min none (dev)": smallest, "dev": dev_fit,
-                    "test": evaluate(rows, _at_least(t), "test")}
+                    "test": evaluate(rows, _at_least(t), "test"),
+                    "test, threshold chosen on test": _oracle(rows)}
     for r in rows:
         r.pop("_score", None)
     return best

@@ -11,7 +11,7 @@ from mcp_surface import outputs as out
 from mcp_surface.args import Detail, Ids, Query, WorkProject
 from mcp_surface.calls import Call, Services
 from mcp_surface.lean import DESTRUCTIVE, PURE_READ, READ, tool
-from mcp_surface.recall import FilterProject, RecallFilters, recall_filter, with_project_hint
+from mcp_surface.recall import RecallFilters, recall_filter, with_project_hint
 
 Similarity = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -21,7 +21,7 @@ def register(mcp: FastMCP, call: Call) -> None:
     @tool(mcp, READ, out.DEEP)
     async def deep_search(
         query: Query,
-        project: FilterProject = None,
+        project: WorkProject = None,
         hops: Annotated[int, Field(ge=0, le=4)] = 2,
         top_k: Annotated[int | None, Field(ge=1, le=100)] = None,
         filters: RecallFilters | None = None,

@@ -27,12 +27,11 @@ from brain.memory import RecallFilter
 from brain.notes import NoteKind
 from brain.search.presentation import Detail
 from brain.trust.limits import MAX_AGE_DAYS
-from mcp_surface.args import Date, FilterRules, Similarity, TagList, WorkProject
+from mcp_surface.args import Date, FilterRules, Similarity, TagList
 from mcp_surface.calls import Services
 
 DEFAULT_TOP_K = 5  # search_memory without top_k (the band may return fewer)
 
-FilterProject = WorkProject  # search_memory's and deep_search's
 NoteKinds = Annotated[list[NoteKind] | None, Field(max_length=len(get_args(NoteKind)))]
 
 
