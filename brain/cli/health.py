@@ -24,13 +24,15 @@ from brain.cli.ops import op
 
 @contextmanager
 def _bar(total: int | None, desc: str) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar on this command's stderr when the work runs here; none in a server."""
+    """A progress bar on this command's stderr when the work runs here and stderr is a
+    terminal (tqdm's ``disable=None``); none in a server, a pipe or a log."""
     if not ops.local():
         yield None
         return
     from tqdm import tqdm
 
-    with tqdm(total=total, desc=desc, unit="pt", file=sys.stderr, leave=False) as bar:
+    with tqdm(total=total, desc=desc, unit="pt", file=sys.stderr, leave=False,
+              disable=None) as bar:
         yield bar.update
 
 

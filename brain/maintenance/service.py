@@ -139,7 +139,10 @@ PATCHERS: dict[str, Callable[[dict[str, Any], NoteContext], dict[str, Any]]] = {
 
 
 def _bar(total: int | None, desc: str, enabled: bool) -> tqdm[NoReturn]:
-    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled, unit="pt")
+    """A progress bar on a terminal only: tqdm's ``disable=None`` is off when stderr is not a
+    tty, so a weekly job's log gets its JSON result, not carriage-return redraws."""
+    return tqdm(total=total, desc=desc, file=sys.stderr, disable=None if enabled else True,
+                unit="pt")
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -113,3 +113,53 @@ def test_seed_command(fast_env: dict[str, str], tmp_path: Path, home: Path) -> N
     with open_brain(home, **FAST) as brain:  # an entry's own project wins over --project
         assert [brain.get_note(zk_id=z)["note"]["project"] for z in out["ids"]] == [
             "seed", "seed", "shop"]
+
+
+def _stderr_on_a_terminal(cmd: list[str], env: dict[str, str]) -> tuple[str, str]:
+    """Run ``cmd`` with its stderr on a pseudo-terminal: (stdout, what the terminal got)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    # 24 x 80: a new pty is 0 x 0, where tqdm draws a bar of no width
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=follower, text=True,
+                             timeout=240)
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert res.returncode == 0, seen[-2000:]
+    return res.stdout, seen.decode(errors="replace")
+
+
+def test_progress_bars_draw_on_a_terminal_and_stay_out_of_logs(
+        fast_env: dict[str, str], home: Path) -> None:
+    """A weekly job (`brain maintenance` from cron, its stderr in a log) gets its JSON and no
+    carriage-return redraws; the same command at a terminal still draws its bars."""
+    with open_brain(home, **FAST) as brain:
+        for i in range(3):
+            brain.add_memory(content=f"maintained fact {i}", project="shop")
+    for args in (["maintenance"], ["health", "scan"]):
+        cmd = [sys.executable, "-m", "brain.cli", *args]
+        res = subprocess.run(cmd, env=fast_env, capture_output=True, text=True, timeout=240)
+        assert res.returncode == 0, res.stderr[-2000:]
+        json.loads(res.stdout)
+        assert "\r" not in res.stderr and "pt/s" not in res.stderr, (args, res.stderr)
+        out, tty = _stderr_on_a_terminal(cmd, fast_env)
+        json.loads(out)
+        assert "pt/s" in tty and "\r" in tty, (args, tty)  # the bar, redrawn in place
