@@ -127,11 +127,12 @@ def write(memory: MemoryService, points: Sequence[Point]) -> None:
     service's write lock (adds and updates made meanwhile wait for the batch, not the
     import)."""
     with memory._write_lock:
-        if any(pt.payload.get("links") for pt in points):
-            # Before the write: a crash before the graph's cache is saved leaves the cache's
-            # number behind the store's, and the next start rebuilds the links (an import of
-            # an export brings its notes' links).
-            memory.meta.mark_graph_dirty()
+        # Before the write: a crash before the graph's cache is saved leaves the cache's
+        # number behind the store's, and the next start rebuilds the links (an import of an
+        # export brings its notes' links). Notes without links are new nodes all the same:
+        # unmarked, the cache was never saved with them, and after a restart every such note
+        # was "missing from the graph" to a health scan (ok: false on a sound store).
+        memory.meta.mark_graph_dirty()
         memory.store.upsert(list(points))
         for pt in points:
             p = pt.payload

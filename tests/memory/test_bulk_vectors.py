@@ -48,3 +48,25 @@ def test_a_vector_of_redacted_text_is_not_kept(brain) -> None:  # noqa: ANN001
     assert not np.allclose(vec, leak, atol=1e-3)
     assert np.allclose(vec, brain.embedder.embed_documents([stored.payload["content"]])[0],
                        atol=1e-5)
+
+
+def test_bulk_notes_without_links_are_in_the_graph_after_a_restart(settings, clock) -> None:  # noqa: ANN001
+    """The bulk path's notes without links were graph nodes in memory only: the cache was
+    never saved with them, and after a restart a health scan called every one of them
+    missing from the graph (ok: false on a sound store)."""
+    from brain.app import Brain
+    from tests.conftest import hash_embedder
+
+    settings.embedding.model = "offline/hash-384"
+    b = Brain(settings, embedder=hash_embedder(), clock=clock).open()
+    try:
+        ids = bulk_add(b.memory, [f"bulk note {i} with no links" for i in range(5)],
+                       project="p").zk_ids
+    finally:
+        b.close()
+    b = Brain(settings, embedder=hash_embedder(), clock=clock).open()
+    try:
+        assert set(ids) <= set(b.graph.node_ids())
+        assert b.health.scan()["findings"]["notes_missing_from_graph"]["count"] == 0
+    finally:
+        b.close()
