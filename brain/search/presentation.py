@@ -32,12 +32,17 @@ def answer_band(scores: list[float], band: float) -> str:
     """``"single"`` when the top hit stands clear of the rest: it is the only one, or the
     second scores at most ``(1 - band)`` of the top's fused score; ``"none"`` when no hit
     answers (brain/search/relevance.py, or nothing in scope); else ``"many"``. The gap is
-    read after the filters, on the scores the page shows."""
+    read after the filters, on the scores the page shows.
+
+    Two hits are always "many": the default fusion (dbsf) maps a leg's candidates by their
+    mean +- 3 standard deviations, so a pool of two scores 2/3 and 1/3 whatever they are,
+    and their gap says nothing. A brain of two notes answered every search with one of them
+    alone (the older of two decisions on one subject, the newer hidden in ``more_hits``)."""
     if not scores:
         return "none"
     if len(scores) == 1:
         return "single"
-    if len(scores) < 2 or scores[0] <= 0:
+    if len(scores) < 3 or scores[0] <= 0:
         return "many"
     return "single" if scores[1] <= (1.0 - band) * scores[0] else "many"
 
@@ -95,8 +100,10 @@ def _snippet_after_title(title: str, content: str, limit: int) -> str:
     head = " ".join(title.rstrip("…").split())
     text = " ".join(content.split())
     if head and text.startswith(head):
-        rest = text[len(head):].strip()
-        return ("…" + snippet(rest, limit)) if rest else ""
+        # the sentence the title ended goes on, or the title was all but its closing
+        # punctuation (nothing to add: it read "…." before)
+        rest = text[len(head):].lstrip(" .,;:!?")
+        return ("…" + snippet(rest, limit)) if re.search(r"\w", rest) else ""
     return snippet(text, limit)
 
 

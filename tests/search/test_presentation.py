@@ -82,8 +82,20 @@ def test_the_relevance_band() -> None:
     assert answer_band([0.9], 0.5) == "single"  # the only hit
     assert answer_band([], 0.5) == "none"  # nothing answers (issue 52)
     assert answer_band([0.9, 0.4, 0.3], 0.5) == "single"  # the second at most half the top
-    assert answer_band([0.9, 0.5], 0.5) == "many"
-    assert answer_band([0.9, 0.5], 0.4) == "single"
+    assert answer_band([0.9, 0.5, 0.1], 0.5) == "many"
+    assert answer_band([0.9, 0.5, 0.1], 0.4) == "single"
+    assert answer_band([0.9, 0.1], 0.4) == "many"  # two hits: dbsf scores any two 2/3, 1/3
+
+
+def test_a_title_that_is_the_whole_content_gets_no_snippet() -> None:
+    from brain.search.presentation import compact_note
+
+    hit = compact_note({"title": "The orders service uses PostgreSQL 14",
+                        "content": "The orders service uses PostgreSQL 14."}, 240)
+    assert hit["snippet"] == ""
+    hit = compact_note({"title": "The orders service uses PostgreSQL 14",
+                        "content": "The orders service uses PostgreSQL 14. Since May."}, 240)
+    assert hit["snippet"] == "…Since May."
 
 
 async def test_search_pages_say_single_or_many(brain: Brain, client) -> None:  # noqa: ANN001
@@ -93,7 +105,8 @@ async def test_search_pages_say_single_or_many(brain: Brain, client) -> None:  #
     assert one.structured_content["answer"] in ("single", "many")
     scores = [h["score"] for h in one.structured_content["results"]]
     band = brain.settings.memory.relevance_band
-    expected = "single" if len(scores) == 1 or scores[1] <= (1 - band) * scores[0] else "many"
+    expected = "single" if len(scores) == 1 or (
+        len(scores) > 2 and scores[1] <= (1 - band) * scores[0]) else "many"
     assert one.structured_content["answer"] == expected
     deep = (await client.call_tool("deep_search", {"query": "zebra kettle"})).structured_content
     assert deep["answer"] in ("single", "many")

@@ -37,10 +37,12 @@ def test_the_rule() -> None:
     assert band_keep([0.9, 0.3, 0.2], 0.4, explicit=True) == 3  # asked for: all
     assert band_keep([0.9, 0.8, 0.2], 0.4, explicit=False) == 3  # near answers: all
     assert band_keep([], 0.4, explicit=False) == 0
-    page = search_page({"results": [{"score": 0.9}, {"score": 0.2}], "count": 2}, 0.4,
-                       explicit=False)
+    page = search_page({"results": [{"score": 0.9}, {"score": 0.2}, {"score": 0.1}],
+                        "count": 3}, 0.4, explicit=False)
     assert page == {"results": [{"score": 0.9}], "count": 1, "answer": "single",
-                    "more_hits": 1}
+                    "more_hits": 2}
+    two = {"results": [{"score": 0.9}, {"score": 0.2}], "count": 2}  # dbsf: always 2/3, 1/3
+    assert search_page(two, 0.4, explicit=False) == {**two, "answer": "many"}
 
 
 async def test_notes_single_answer_alone_unless_asked(client: Client) -> None:
@@ -59,6 +61,20 @@ async def test_notes_single_answer_alone_unless_asked(client: Client) -> None:
     deep_asked = await _call(client, "deep_search", query=QUERY, top_k=10)
     assert deep_asked["count"] > 1 and deep_asked["results"][0]["zk_id"] == \
         deep["results"][0]["zk_id"]
+
+
+async def test_a_brain_of_two_notes_shows_both(client: Client) -> None:
+    """A new user's two decisions on one subject: the search showed the older alone
+    ("single", the newer in more_hits) because dbsf scores any pool of two 2/3 and 1/3."""
+    await _call(client, "add_memory", content="Decision: the orders service uses PostgreSQL 14.",
+                note_kind="decision")
+    await _call(client, "add_memory", note_kind="decision",
+                content="Decision: the orders service moved to PostgreSQL 16 (14 is end of life).")
+    page = await _call(client, "search_memory", query="orders service PostgreSQL version")
+    assert page["answer"] == "many" and page["count"] == 2 and "more_hits" not in page
+    shown = [h["title"] + h["snippet"] for h in page["results"]]
+    assert any("uses PostgreSQL 14" in t for t in shown)
+    assert any("PostgreSQL 16" in t for t in shown)
 
 
 async def test_preflight_single_answer_alone_unless_asked(client: Client) -> None:
