@@ -81,6 +81,12 @@ PHRASINGS = [
     "We set the {subject} to {value}{unit}.",
     "{Subject}: {value}{unit}.",
 ]
+# How agents also write a change (seen with real agents: a kind label, the old value named).
+CHANGE_PHRASINGS = [
+    "Decision: the {subject} is {value}{unit}.",
+    "We changed the {subject} from {previous}{unit} to {value}{unit}.",
+    "The {subject} is now {value}{unit} (it was {previous}{unit}).",
+]
 QUESTIONS = ["What is the {subject}?", "{subject}", "current {subject}"]
 # Other subjects phrased like the settings, each stated once (a supersession of one is a
 # false one).
@@ -105,10 +111,13 @@ def _settings_py(settings: list[Setting]) -> str:
     return "\n".join(f"def {s.fn}():\n    return {s.value()!r}\n\n" for s in settings)
 
 
-def _note(s: Setting, rng: random.Random) -> str:
-    text = rng.choice(PHRASINGS).format(subject=s.subject, Subject=s.subject.capitalize(),
-                                        value=s.value(), unit=s.unit)
-    return text
+def _note(s: Setting, rng: random.Random, changed: bool = False) -> str:
+    """A note of the setting's current value; ``changed``: it follows an earlier one, and
+    may say so (CHANGE_PHRASINGS)."""
+    phrasings = PHRASINGS + (CHANGE_PHRASINGS if changed else [])
+    previous = s.values[(s.current - 1) % len(s.values)]
+    return rng.choice(phrasings).format(subject=s.subject, Subject=s.subject.capitalize(),
+                                        value=s.value(), unit=s.unit, previous=previous)
 
 
 def _unrelated_pool(rng: random.Random) -> list[str]:
@@ -172,7 +181,7 @@ def run(scratch: Path | None = None, quick: bool = False, log: Any = print,
 
             def write(s: Setting, c: int) -> None:
                 nonlocal written
-                text = _note(s, rng)
+                text = _note(s, rng, changed=c > 0)
                 cites = [f"settings.py::{s.fn}"] if s.fn in cited else []
                 for name, b in brains.items():
                     past = [z for z, _ in ids[name].get(s.fn, [])]

@@ -15,8 +15,9 @@ private ones), so a supersession never names a note to someone who may not see i
 hides a note from someone who cannot see what replaced it.
 
 Detection is lexical over a dense neighbourhood, no model needed. A candidate is a note of
-the same project and audience at least ``PROPOSE_SIMILARITY`` similar. The two texts are
-compared as sets of terms: the shared terms are the subject, the terms only one side has are
+the same project and audience at least ``PROPOSE_SIMILARITY`` similar. The two claims
+(:func:`claim`: without a kind label like "Decision:", asides in parentheses, and the old
+value a newer note's "from X to Y" names) are compared as sets of terms: the shared terms are the subject, the terms only one side has are
 its values. A claim changed when both sides have values of their own, few of them, on a
 shared subject; and only one kind of value changed (numbers, or names, or words): a change
 of both a name and a number reads as another subject's fact ("retry limit of the mailer is
@@ -71,8 +72,17 @@ _STOP_WORDS = (
     "use used uses using set changed change changes raised lowered moved renamed "
     "since than then there here so also which what when where who will would should "
     "can could may might must has have had do does "
+    "upgraded downgraded switched migrated bumped replaced increased decreased reduced "
+    "updated "
 )
 _STOP = frozenset(_STOP_WORDS.split())
+# What a claim is compared by, not its wording: a leading kind label ("Decision:", "Fix:"),
+# an aside in parentheses ("... PostgreSQL 16 (14 is end of life)"), and in the newer note
+# the old value a "from X to Y" names (brain/memory/supersede.py's judge, :func:`claim`).
+_LABEL = re.compile(r"^\s*(?:decision|decided|fix|fixed|mistake|note|update|context|pattern)"
+                    r"\s*:\s*", re.I)
+_ASIDE = re.compile(r"\([^()]*\)")
+_FROM_TO = re.compile(r"\bfrom\s+((?:\S+\s+){0,2}?\S+)\s+(?=to\b)", re.I)
 
 
 def _kind(token: str) -> str:
@@ -81,6 +91,26 @@ def _kind(token: str) -> str:
     if any(c in token for c in "_./-") or any(c.isdigit() for c in token):
         return "name"
     return "word"
+
+
+def claim(text: str, replaced: set[str] | frozenset[str] = frozenset()) -> str:
+    """The part of a note's text its claim is judged by: without a leading kind label or
+    asides in parentheses, and, for a newer note, without the old values (``replaced``, the
+    older note's terms) its "from X to Y" names: "We changed the queue from jobs to tasks"
+    claims tasks. A word of X the rest of the claim repeats stays ("from PostgreSQL 14")."""
+    text = _ASIDE.sub(" ", _LABEL.sub("", text))
+    if not replaced:
+        return text
+
+    def drop(m: re.Match[str]) -> str:
+        words = m.group(1).split()
+        old = [w for w in words if w.lower().rstrip(".,") in replaced]
+        if len(words) > 1:  # keep the words: "PostgreSQL" of "from PostgreSQL 14 to 16"
+            old = [w for w in old if _kind(w.lower()) != "word"]
+        kept = [w for w in words if w not in old]
+        return " ".join(kept) + " " if kept else ""
+
+    return _FROM_TO.sub(drop, text)
 
 
 def terms(text: str) -> set[str]:
@@ -135,18 +165,20 @@ def judge(new: dict[str, Any], old: dict[str, Any], similarity: float) -> Verdic
     """Whether ``new`` supersedes ``old`` (see the module docstring), and how surely."""
     if similarity < SLOT_SIMILARITY:
         return None
-    a, b = terms(new.get("content", "")), terms(old.get("content", ""))
+    old_text = claim(old.get("content", ""))
+    b = terms(old_text)
+    new_text = claim(new.get("content", ""), b)
+    a = terms(new_text)
     mine, theirs, shared = a - b, b - a, a & b
     if not mine or not theirs or not shared:
         return None  # the same claim restated, or nothing in common
     if len(mine) > MAX_CHANGED_TERMS or len(theirs) > MAX_CHANGED_TERMS:
         return None
-    if (_subject_changed(new.get("content", ""), mine)
-            or _subject_changed(old.get("content", ""), theirs)):
+    if _subject_changed(new_text, mine) or _subject_changed(old_text, theirs):
         return None  # the changed term names what the claim is about: another subject
     kinds = {_kind(t) for t in mine | theirs}
     cited = bool(_cite_keys(new) & _cite_keys(old))
-    if not cited and not _stated(new.get("content", ""), mine):
+    if not cited and not _stated(new_text, mine):
         return None  # a changed term that is no setting's value: another subject ("note 2")
     if len(kinds) > 1 and not cited and kinds != {"word"}:
         return None  # a name and a number changed: another subject's fact

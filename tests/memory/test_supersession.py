@@ -158,6 +158,29 @@ def test_the_judge_applies_proposes_and_refuses() -> None:
     assert by_code is not None and by_code.confidence == "applied"
 
 
+def test_the_judge_reads_the_claim_not_its_wording() -> None:
+    """How agents write a change: a kind label, the old value in an aside or in "from X to
+    Y". Each missed before (the old value counted as one of the newer note's, the label as
+    a changed word); a lookalike of another subject still is no supersession."""
+    old = {"zk_id": "ZK-00000001", "content": "Decision: the orders service uses PostgreSQL 14."}
+    for text in ("The orders service now uses PostgreSQL 16.",
+                 "Decision: the orders service moved to PostgreSQL 16 (14 is end of life)."):
+        verdict = judge({"content": text}, old, 0.85)
+        assert verdict is not None and verdict.confidence == "applied", text
+        assert "14 -> 16" in verdict.why
+    queue = {"zk_id": "ZK-00000002", "content": "The email queue name is jobs."}
+    moved = judge({"content": "We changed the email queue name from jobs to tasks."}, queue, 0.8)
+    assert moved is not None and "jobs -> tasks" in moved.why
+    ttl = {"zk_id": "ZK-00000003", "content": "The session cache TTL is 300 seconds."}
+    moved = judge({"content": "We changed the session cache TTL from 300 seconds to 900 "
+                              "seconds."}, ttl, 0.9)
+    assert moved is not None and moved.confidence == "applied"
+    # "from X to Y" of another subject's value names nothing the older note holds
+    assert judge({"content": "The mailer retry limit went from 2 to 3."},
+                 {"zk_id": "ZK-00000004", "content": "The indexer retry limit is 5."},
+                 0.9) is None
+
+
 def test_a_changed_setting_is_detected_at_write_time(real_brain: Brain) -> None:
     b = real_brain
     old = b.memory.add("The session cache TTL is 60 seconds.", "shop").note["zk_id"]
