@@ -388,7 +388,7 @@ class CitationService:
                                       field="changed_since") from exc
             repos += 1
             keys.extend(key_of(rec.id, p) for p in sorted(paths))
-        notes: list[dict[str, Any]] = []
+        found: list[tuple[dict[str, Any], list[str]]] = []
         m = self.memory
         for i in range(0, len(keys), _KEY_BATCH):
             batch = tuple(keys[i : i + _KEY_BATCH])
@@ -399,12 +399,17 @@ class CitationService:
                 if p.get("forgotten") or not m.visible(p):
                     continue
                 hit = set(batch)
-                cited = sorted({str(c.get("path")) for c in p.get("cites") or []
-                                if _key(c) in hit})
-                notes.append(m.public(p, changed_paths=cited))
-        notes.sort(key=lambda n: (n.get("created") or "", n["zk_id"]), reverse=True)
+                found.append((p, sorted({str(c.get("path")) for c in p.get("cites") or []
+                                         if _key(c) in hit})))
+        found.sort(key=lambda f: (f[0].get("created_ts") or 0.0, f[0]["zk_id"]), reverse=True)
+        shown = [p for p, _ in found[:limit]]
+        # Their citations as the files are now, as a search shows them: the stored state is
+        # the last sync's, and these files changed (without a running server, since then).
+        self.refresh(shown)
+        notes = [m.public(p, changed_paths=paths) for p, (_, paths) in
+                 zip(shown, found, strict=False)]
         return {"ref": ref, "to": to or "worktree", "repositories": repos,
-                "notes": notes[:limit], "count": len(notes), "truncated": len(notes) > limit}
+                "notes": notes, "count": len(found), "truncated": len(found) > limit}
 
     def commit_time(self, ref: str, project: str) -> float | None:
         """When ``ref`` was committed (its committer time, epoch seconds) in the first of the

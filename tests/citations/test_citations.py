@@ -265,6 +265,23 @@ def test_changed_since_names_the_notes_citing_changed_code(brain: Brain, repo: P
     assert _state(brain, worker) == "fresh"
 
 
+@needs_git
+def test_changed_since_shows_the_citations_as_the_code_is_now(brain: Brain, repo: Path) -> None:
+    """Between two syncs (no server running, a weekly script's `brain notes changed-since`)
+    the listed note's citations said "fresh", the last sync's state, for code just edited."""
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    brain.sources.add(str(repo), name="code", project="general", sync=False)
+    _sync(brain)
+    zk = brain.memory.add("See queue/worker.py::Queue", "general").note["zk_id"]
+    _w(repo, "queue/worker.py", WORKER.replace("self.jobs.pop(0)", "self.jobs.pop()"))
+    _git(repo, "commit", "-qam", "two")
+    found = brain.citations.changed_since("HEAD~1")
+    assert [n["zk_id"] for n in found["notes"]] == [zk]
+    assert found["notes"][0]["citations"]["state"] == "changed", found["notes"][0]
+
+
 def test_notes_citing_unchanged_files_are_never_touched(brain: Brain, src: Path) -> None:
     helpers = [brain.memory.add(f"Helper note {i}: queue/helpers.py::helper",
                                 "general").note["zk_id"] for i in range(3)]
