@@ -98,8 +98,14 @@ class Brain:
         store: VectorStore | None = None,
         embedder: Embedder | None = None,
         clock: Clock | None = None,
+        warm_up: bool = True,
     ) -> None:
+        """``warm_up``: load the embedding model in the background at open (a server: its
+        first search should not pay for it). A one-command process (the CLI) passes False:
+        most of its commands embed nothing, and its close waited for the load, 7 s on a
+        fresh data dir (the model's graph is written then) for `brain status`."""
         self.settings = settings
+        self._warm_up_at_open = warm_up
         self.clock = clock or Clock()
         self.home = Path(settings.home)
         # Every path a caller names goes through this one policy (brain/trust/paths.py).
@@ -179,7 +185,8 @@ class Brain:
         self._start_thread("access-stamper", functools.partial(
             run_every, self._stop, lambda: 0.1, self._flush_due_stamps, "access stamp flush"))
         # Load the model now, off the request path: the first search should not pay for it.
-        self._start_thread("embedder-warmup", self._warm_up)
+        if self._warm_up_at_open:
+            self._start_thread("embedder-warmup", self._warm_up)
         self._start_background()
         return self
 

@@ -44,7 +44,7 @@ def open_brain(**overrides: Any) -> Iterator[Any]:
 
     # One process owns a data dir; a running server keeps it, and this says so (StoreLocked).
     with exclusive(settings.home, "cli"):
-        brain = Brain(settings).open()
+        brain = Brain(settings, warm_up=False).open()  # the model loads if a command embeds
         try:
             yield brain
         finally:

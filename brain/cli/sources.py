@@ -112,6 +112,9 @@ def _add(args: argparse.Namespace) -> int:
         print(f"allowed {res['granted_root']} for this brain (recorded in its data dir)",
               file=sys.stderr)
     print_json(res["source"])
+    if not res["source"].get("last_run"):
+        print(f"source {res['source']['name']} added; index it now with: brain sync "
+              f"{res['source']['name']}", file=sys.stderr)
     return 0
 
 

@@ -506,15 +506,22 @@ class SourcesService:
             page: dict[str, Any] = {**base, "results": fs.semantic(deps, scope, query, limit)}
             page["count"] = len(page["results"])
             band = deps.policy.relevance_band
-            return page if band is None else search_page(
+            out = page if band is None else search_page(
                 page, band, explicit=explicit, warnings=search_warnings(deps.embedder))
-        elif search_mode == "filter":
-            results = fs.filter_mode(deps, scope, query, limit)
         else:
-            results, extra = fs.grep_mode(
-                deps, scope, query, limit, fixed=fixed, case_insensitive=case_insensitive
-            )
-        return {**base, **extra, "results": results, "count": len(results)}
+            if search_mode == "filter":
+                results = fs.filter_mode(deps, scope, query, limit)
+            else:
+                results, extra = fs.grep_mode(
+                    deps, scope, query, limit, fixed=fixed, case_insensitive=case_insensitive
+                )
+            out = {**base, **extra, "results": results, "count": len(results)}
+        if not out["results"] and (never := [r.name for r in scope.sources if not r.last_run]):
+            # an empty page from a source nothing has indexed yet is not "nothing there"
+            names = ", ".join(never[:10])
+            out["hint"] = (f"not indexed yet: {names}; index with 'brain sync {never[0]}' "
+                           "(the sources tool's sync action), then search again.")
+        return out
 
     def _nothing_hint(self, project: str | None, source: str | None) -> dict[str, str]:
         """Why a search had no source to read: none added yet, or none of ``project`` (a

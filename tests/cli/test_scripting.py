@@ -163,3 +163,20 @@ def test_progress_bars_draw_on_a_terminal_and_stay_out_of_logs(
         out, tty = _stderr_on_a_terminal(cmd, fast_env)
         json.loads(out)
         assert "pt/s" in tty and "\r" in tty, (args, tty)  # the bar, redrawn in place
+
+
+def test_a_command_loads_no_model_it_does_not_use(home: Path) -> None:
+    """A server loads its embedding model at open (its first search should not wait); a CLI
+    command that embeds nothing does not, since its close waited for the load (`brain
+    status` on a fresh data dir took 9 s: the model's graph is written on first load)."""
+    from brain.app import Brain
+    from brain.cli.common import open_brain as cli_brain
+    from config import load_settings
+
+    with cli_brain(**FAST) as b:
+        assert "embedder-warmup" not in [t.name for t in b._threads]
+    served = Brain(load_settings(home=home, **FAST)).open()
+    try:
+        assert "embedder-warmup" in [t.name for t in served._threads]
+    finally:
+        served.close()

@@ -67,3 +67,19 @@ def test_a_project_no_source_belongs_to_answers_none_with_a_hint(
     _sync(brain, "code")
     found = brain.sources.search("connect_zebracache", "grep", project="billing")
     assert [r["path"] for r in found["results"]] == ["svc/cache.py"] and "hint" not in found
+
+
+def test_a_source_never_indexed_says_so_when_it_finds_nothing(
+        brain: Brain, tmp_path: Path) -> None:
+    """`brain source add` (no server) records the folder and indexes nothing; a search then
+    answered none as if nothing matched. Now it names the source and the command."""
+    root = _repo(tmp_path, "billing")
+    brain.sources.add(str(root), name="code", sync=False)
+    for mode in ("semantic", "filter"):
+        page = brain.sources.search("zebracache", mode)
+        assert page["results"] == [] and page["sources"] == ["code"], mode
+        assert "not indexed yet: code" in page["hint"] and "brain sync code" in page["hint"]
+    _sync(brain, "code")
+    found = brain.sources.search("connect_zebracache", "grep")
+    assert found["results"] and "hint" not in found
+    assert "hint" not in brain.sources.search("no such words anywhere qqq", "grep")

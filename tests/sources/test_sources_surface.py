@@ -97,7 +97,9 @@ def test_cli_source_commands(tree: Path, monkeypatch: pytest.MonkeyPatch, capsys
 
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     assert main(["source", "add", str(tree), "--name", "proj", "--exclude", "*.md"]) == 0
-    assert json.loads(capsys.readouterr().out)["exclude"] == ["*.md"]
+    added = capsys.readouterr()
+    assert json.loads(added.out)["exclude"] == ["*.md"]
+    assert "index it now with: brain sync proj" in added.err  # nothing indexes it otherwise
     assert main(["sync", "proj", "--quiet"]) == 0
     job = json.loads(capsys.readouterr().out)
     assert job["status"] == "done" and job["result"]["files_indexed"] == 30
