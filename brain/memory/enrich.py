@@ -100,9 +100,15 @@ def tags_of(keywords: list[str], text: str, note_kind: str, max_n: int = 5) -> l
     return tags[:max_n]
 
 
+# A line that is only a heading ("Key files:") or an empty list's placeholder ("- (none)"):
+# a template's words, not the note's (a session summary's "Key files:" tagged it security).
+_TEMPLATE_LINE = re.compile(r"^\s*(?:[A-Z][A-Za-z ]{1,30}:|-\s*\(none\))\s*$", re.M)
+
+
 def enrich(content: str, note_kind: str = "general", project: str = "") -> Enrichment:
-    keywords = keywords_of(content)
+    said = _TEMPLATE_LINE.sub("", content)
+    keywords = keywords_of(said)
     title = make_title(content)
     context = f"{note_kind.replace('_', ' ').capitalize()} note" + (f" in {project}" if project else "")
     return Enrichment(title=title, context=context, keywords=keywords,
-                      tags=tags_of(keywords, content, note_kind))
+                      tags=tags_of(keywords, said, note_kind))

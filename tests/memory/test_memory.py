@@ -25,6 +25,19 @@ def test_add_returns_enriched_note(brain: Brain) -> None:
     assert (n["memory_type"], n["note_kind"], n["project"]) == ("permanent", "decision", "shop")
 
 
+def test_a_template_s_headings_are_not_the_note_s_keywords(brain: Brain) -> None:
+    """A session summary's "Key files:" heading tagged it security, and its "- (none)"
+    placeholders made "none" a keyword; the note's own words still tag it."""
+    res = brain.memory.add("Session summary (shop): fix CI on 3.10\n\nCompleted:\n- pinned "
+                           "typing_extensions\n\nBlockers:\n- (none)\n\nKey files:\n- (none)",
+                           project="shop", note_kind="session_summary")
+    n = res.note
+    assert "security" not in n["tags"] and "none" not in n["keywords"]
+    assert "typing_extensions" in n["keywords"] and "devops" in n["tags"]  # "CI"
+    leaked = brain.memory.add("Rotate the API key: it leaked in the CI logs.", project="shop")
+    assert "security" in leaked.note["tags"]
+
+
 def test_long_first_sentence_title_is_cut_at_a_word(brain: Brain) -> None:
     words = "configure the reverse proxy so that websocket upgrades pass through " * 4
     n = brain.memory.add(words).note
