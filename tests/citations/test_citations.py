@@ -64,6 +64,21 @@ def _sync(brain: Brain, name: str = "code") -> dict[str, Any]:
     return dict(job["result"])
 
 
+def _committed(repo: Path) -> str:
+    """``repo`` as a git repository of one commit; that commit's id."""
+    for args in (("init", "-q"), ("add", "."), ("commit", "-qm", "one")):
+        _git(repo, *args)
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def _git_source(brain: Brain, repo: Path) -> str:
+    """``repo`` committed once and indexed as the source "code"; the commit's id."""
+    first = _committed(repo)
+    brain.sources.add(str(repo), name="code", project="general", sync=False)
+    _sync(brain)
+    return first
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "code"
@@ -213,11 +228,7 @@ def test_a_deleted_file_or_a_renamed_symbol_is_gone(brain: Brain, src: Path) -> 
 
 @needs_git
 def test_a_git_mv_is_followed(brain: Brain, repo: Path) -> None:
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
-    brain.sources.add(str(repo), name="code", project="general", sync=False)
-    _sync(brain)
+    _git_source(brain, repo)
     zk = brain.memory.add("See queue/worker.py::retry_with_backoff", "general").note["zk_id"]
     (c,) = _cites(brain, zk)
     assert c["commit"] == _git(repo, "rev-parse", "HEAD").strip()
@@ -235,12 +246,7 @@ def test_a_git_mv_is_followed(brain: Brain, repo: Path) -> None:
 
 @needs_git
 def test_changed_since_names_the_notes_citing_changed_code(brain: Brain, repo: Path) -> None:
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
-    first = _git(repo, "rev-parse", "HEAD").strip()
-    brain.sources.add(str(repo), name="code", project="general", sync=False)
-    _sync(brain)
+    first = _git_source(brain, repo)
     worker = brain.memory.add("See queue/worker.py::Queue", "general").note["zk_id"]
     brain.memory.add("See web/app.ts::route", "general")
     _w(repo, "queue/worker.py", WORKER + "\n# tail\n")
@@ -269,11 +275,7 @@ def test_changed_since_names_the_notes_citing_changed_code(brain: Brain, repo: P
 def test_changed_since_shows_the_citations_as_the_code_is_now(brain: Brain, repo: Path) -> None:
     """Between two syncs (no server running, a weekly script's `brain notes changed-since`)
     the listed note's citations said "fresh", the last sync's state, for code just edited."""
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
-    brain.sources.add(str(repo), name="code", project="general", sync=False)
-    _sync(brain)
+    _git_source(brain, repo)
     zk = brain.memory.add("See queue/worker.py::Queue", "general").note["zk_id"]
     _w(repo, "queue/worker.py", WORKER.replace("self.jobs.pop(0)", "self.jobs.pop()"))
     _git(repo, "commit", "-qam", "two")
@@ -374,9 +376,7 @@ def test_staleness_reports_never_name_another_users_notes(brain: Brain, repo: Pa
         with pytest.raises(NoteNotFound):
             brain.citations.verify(zk)
     if shutil.which("git"):
-        _git(repo, "init", "-q")
-        _git(repo, "add", ".")
-        _git(repo, "commit", "-qm", "one")
+        _committed(repo)
         _w(repo, "queue/worker.py", WORKER + "# more\n")
         with acting_as(alice):
             assert [n["zk_id"] for n in brain.citations.changed_since("HEAD")["notes"]] == [zk]
@@ -410,9 +410,7 @@ def test_cli_notes_changed_since(settings: Any, repo: Path, monkeypatch: pytest.
 
     monkeypatch.setenv("BRAIN__EMBEDDING__MODEL", "offline/hash-384")
     settings.embedding.model = "offline/hash-384"
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
+    _committed(repo)
     with Brain(settings, embedder=hash_embedder()) as b:
         b.sources.add(str(repo), name="code", project="general", sync=False)
         _sync(b)
@@ -457,11 +455,7 @@ def test_the_watcher_re_checks_an_auto_source(brain: Brain, repo: Path) -> None:
 @needs_git
 def test_a_symbol_moved_to_a_new_file_is_followed_when_git_shows_one_home(
         brain: Brain, repo: Path) -> None:
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
-    brain.sources.add(str(repo), name="code", project="general", sync=False)
-    _sync(brain)
+    _git_source(brain, repo)
     zk = brain.memory.add("See queue/helpers.py::helper", "general").note["zk_id"]
     _w(repo, "queue/helpers.py", "def other():\n    return 0\n")
     _w(repo, "queue/util.py", "import os\n\n\n" + HELPERS)  # extracted, unchanged
