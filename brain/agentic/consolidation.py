@@ -82,10 +82,11 @@ def detect_clusters(
     max_clusters: int = 20,
     window: dict[str, int] | None = None,
 ) -> list[Cluster]:
-    """``window``, when given, gets ``scanned`` and ``notes`` (how many the project holds)."""
-    notes, vectors, total = _load(memory, project)
+    """``window``, when given, gets ``older_not_scanned``: the project's notes older than the
+    newest ``MAX_SCAN`` (never read)."""
+    notes, vectors, left_out = _load(memory, project)
     if window is not None:
-        window.update(scanned=len(notes), notes=max(total, len(notes)))
+        window["older_not_scanned"] = left_out
     if len(notes) < 2:
         return []
     parent = list(range(len(notes)))
@@ -153,8 +154,8 @@ def consolidate(
     if dry_run:
         out = {"dry_run": True, "project": project, "clusters": proposals,
                "count": len(proposals)}
-        if window["notes"] > window["scanned"]:
-            out["older_not_scanned"] = window["notes"] - window["scanned"]
+        if window["older_not_scanned"]:
+            out["older_not_scanned"] = window["older_not_scanned"]
         return out
     if not selected_cluster_ids:
         raise InvalidArgument(
@@ -184,30 +185,27 @@ def consolidate(
 
 def _load(memory: MemoryService,
           project: str) -> tuple[list[dict[str, Any]], np.ndarray, int]:
-    """The newest ``MAX_SCAN`` candidates' payloads and unit vectors, and how many notes the
-    project holds (counted through the indexes: the older ones are never read)."""
+    """The candidates among the project's newest ``MAX_SCAN`` notes, payloads and unit
+    vectors, and how many older notes were left out (found by counting through the indexes:
+    they are never read)."""
     # The caller's notes only: a dry run shows titles, and applying archives the members.
     flt = NOTE_FILTER.and_(Match("project", project), Match("memory_type", "permanent"),
                            *tenancy.conditions(memory.identity))
     total = memory.store.count(flt)
     if total > MAX_SCAN:
         flt = flt.and_(Range("created_ts", gte=_newest_cut(memory, flt)))
-    notes, rows = [], []
-    for pt in scroll_all(memory.store, flt, with_vectors=True):
-        p = pt.payload
-        if p.get("pinned") or p.get("note_kind") in CONTEXTUAL_KINDS or pt.dense is None:
-            continue
-        notes.append(p)
-        rows.append(pt.dense)
-    if len(notes) > MAX_SCAN:  # notes written in the same instant as the cut: the newest kept
-        order = sorted(range(len(notes)), key=lambda i: -float(notes[i].get("created_ts", 0)))
-        keep = sorted(order[:MAX_SCAN])
-        notes, rows = [notes[i] for i in keep], [rows[i] for i in keep]
-    if not rows:
-        return [], np.zeros((0, 0), dtype=np.float32), total
-    mat = np.asarray(rows, dtype=np.float32)
+    window = list(scroll_all(memory.store, flt, with_vectors=True))
+    if len(window) > MAX_SCAN:  # notes written in the same instant as the cut: the newest kept
+        window.sort(key=lambda pt: -float(pt.payload.get("created_ts", 0)))
+        del window[MAX_SCAN:]
+    left_out = max(0, total - len(window))
+    kept = [pt for pt in window if pt.dense is not None and not pt.payload.get("pinned")
+            and pt.payload.get("note_kind") not in CONTEXTUAL_KINDS]
+    if not kept:
+        return [], np.zeros((0, 0), dtype=np.float32), left_out
+    mat = np.asarray([pt.dense for pt in kept], dtype=np.float32)
     norms = np.linalg.norm(mat, axis=1, keepdims=True)
-    return notes, mat / np.maximum(norms, 1e-12), total
+    return [pt.payload for pt in kept], mat / np.maximum(norms, 1e-12), left_out
 
 
 def _newest_cut(memory: MemoryService, flt: Filter) -> float:

@@ -136,6 +136,16 @@ def test_a_large_project_compares_its_newest_notes_and_says_how_many_it_left(
     assert brain.agentic.consolidate_clusters("infra")["older_not_scanned"] == 5
 
 
+def test_pinned_and_contextual_notes_are_not_counted_as_left_out(brain: Brain) -> None:
+    """Pinned notes and session summaries are never proposed, but they are no older notes
+    the detection skipped: a small project reports nothing left out."""
+    _seed(brain)
+    brain.memory.add(PORT[2] + " Pinned.", "infra", pinned=True)
+    brain.memory.add("Session summary (infra): ports checked", "infra",
+                     note_kind="session_summary")
+    assert "older_not_scanned" not in brain.agentic.consolidate_clusters("infra")
+
+
 def test_a_threshold_that_joins_everything_is_refused(
         brain: Brain, monkeypatch: pytest.MonkeyPatch) -> None:
     """Too low a threshold makes pairs of nearly every two notes (4,000 notes at 0.05 took
