@@ -402,12 +402,10 @@ class CitationService:
                 found.append((p, sorted({str(c.get("path")) for c in p.get("cites") or []
                                          if _key(c) in hit})))
         found.sort(key=lambda f: (f[0].get("created_ts") or 0.0, f[0]["zk_id"]), reverse=True)
-        shown = [p for p, _ in found[:limit]]
         # Their citations as the files are now, as a search shows them: the stored state is
         # the last sync's, and these files changed (without a running server, since then).
-        self.refresh(shown)
-        notes = [m.public(p, changed_paths=paths) for p, (_, paths) in
-                 zip(shown, found, strict=False)]
+        self.refresh([p for p, _ in found[:limit]])  # in place
+        notes = [m.public(p, changed_paths=paths) for p, paths in found[:limit]]
         return {"ref": ref, "to": to or "worktree", "repositories": repos,
                 "notes": notes, "count": len(found), "truncated": len(found) > limit}
 

@@ -17,14 +17,15 @@ hides a note from someone who cannot see what replaced it.
 Detection is lexical over a dense neighbourhood, no model needed. A candidate is a note of
 the same project and audience at least ``PROPOSE_SIMILARITY`` similar. The two claims
 (:func:`claim`: without a kind label like "Decision:", asides in parentheses, and the old
-value a newer note's "from X to Y" names) are compared as sets of terms: the shared terms are the subject, the terms only one side has are
-its values. A claim changed when both sides have values of their own, few of them, on a
-shared subject; and only one kind of value changed (numbers, or names, or words): a change
-of both a name and a number reads as another subject's fact ("retry limit of the mailer is
-3" against "... of the indexer is 5"), and a changed term counts only where it stands as a
-value, after the text's last "is", "=", "named", "to", "now", "key:" ... ("the billing
-module checks invoices" against "... checks refunds" is two facts, and so are "step 2 of
-the build" and "step 3 of the build"). Confidence:
+value a newer note's "from X to Y" names) are compared as sets of terms: the shared terms
+are the subject, the terms only one side has are its values. A claim changed when both sides
+have values of their own, few of them, on a shared subject; and only one kind of value
+changed (numbers, or names, or words): a change of both a name and a number reads as another
+subject's fact ("retry limit of the mailer is 3" against "... of the indexer is 5"), and a
+changed term counts only where it stands as a value, after the text's last "is", "=",
+"named", "to", "now", "key:" ... ("the billing module checks invoices" against "... checks
+refunds" is two facts, and so are "step 2 of the build" and "step 3 of the build").
+Confidence:
 
 - **applied**: similarity >= ``APPLY_SIMILARITY`` and subject overlap >= ``APPLY_OVERLAP``;
   or exactly one value changed on each side, with that overlap and similarity >=
@@ -78,7 +79,7 @@ _STOP_WORDS = (
 _STOP = frozenset(_STOP_WORDS.split())
 # What a claim is compared by, not its wording: a leading kind label ("Decision:", "Fix:"),
 # an aside in parentheses ("... PostgreSQL 16 (14 is end of life)"), and in the newer note
-# the old value a "from X to Y" names (brain/memory/supersede.py's judge, :func:`claim`).
+# the old value a "from X to Y" names (:func:`claim`).
 _LABEL = re.compile(r"^\s*(?:decision|decided|fix|fixed|mistake|note|update|context|pattern)"
                     r"\s*:\s*", re.I)
 _ASIDE = re.compile(r"\([^()]*\)")
